@@ -1,0 +1,165 @@
+// The Checkpoint: one immutable model of a checkpoint on disk, built by
+// locate -> discover -> parse, and read by every check family.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ckpt/json.h"
+#include "ckpt/safetensors.h"
+
+namespace ckpt {
+
+// Set when the model root is a snapshot inside a Hugging Face hub cache.
+struct CacheInfo {
+  std::filesystem::path cache_root;  // .../hub
+  std::filesystem::path repo_dir;    // .../hub/models--org--name
+  std::string repo_id;               // org/name
+  std::string commit;                // snapshot directory name
+  std::string revision;              // as requested ("main", a commit, ...); may be empty
+};
+
+struct RefInfo {
+  std::string name;      // "main", "refs/pr/1" style names are stored as their path below refs/
+  std::string content;   // raw file content
+  bool well_formed = false;  // exactly 40 lowercase hex, no trailing newline
+  bool snapshot_exists = false;
+};
+
+struct IncompleteBlob {
+  std::string path;                    // relative to the repo dir (blobs/<etag>.incomplete) or root
+  uint64_t size = 0;
+  std::vector<std::string> used_by;    // snapshot entries (relative to the root) waiting for it
+};
+
+struct CacheState {
+  std::vector<RefInfo> refs;
+  std::vector<IncompleteBlob> incomplete;
+};
+
+// One directory entry below the model root (files only; directories are walked).
+struct FileEntry {
+  std::string rel;                  // relative to the root, '/'-separated
+  std::filesystem::path abs;        // the path to open (only set when it is safe to open)
+  uint64_t size = 0;                // of the target, for symlinks that resolve
+  bool is_symlink = false;
+  std::string link_text;            // readlink() text for symlinks
+  bool dangling = false;            // symlink whose target does not exist
+  bool escapes = false;             // symlink leading outside the root and its cache
+  bool unreadable = false;          // could not be stat'ed or opened
+  std::string error;                // OS error text when unreadable
+  bool lfs_pointer = false;         // a Git LFS pointer stands where content should be
+  bool readable() const { return !dangling && !escapes && !unreadable && !lfs_pointer; }
+};
+
+// A parsed JSON side file (config.json, tokenizer_config.json, ...).
+struct JsonFile {
+  std::string file;  // relative path; empty when absent
+  bool present = false;
+  json::Value value;
+  std::optional<json::ParseError> error;
+  std::vector<json::DuplicateKey> duplicates;
+  bool ok() const { return present && !error; }
+};
+
+struct TextFile {
+  std::string file;  // relative path
+  std::string text;
+};
+
+struct Shard {
+  std::string file;  // relative path of the .safetensors file
+  st::Header header;
+};
+
+struct ShardIndex {
+  JsonFile json;                                  // the raw document
+  std::string schema_error;                       // non-empty when weight_map is unusable
+  std::optional<uint64_t> total_size;             // metadata.total_size
+  std::vector<std::pair<std::string, std::string>> weight_map;  // tensor -> shard, file order
+};
+
+// Where a tensor lives: shard index into Checkpoint::shards and entry index into its header.
+struct TensorLoc {
+  uint32_t shard = 0;
+  uint32_t entry = 0;
+};
+
+class Checkpoint {
+ public:
+  std::string target;                    // what the user asked for
+  std::filesystem::path root;            // canonical model root
+  std::optional<CacheInfo> cache;
+  CacheState cache_state;
+
+  std::vector<FileEntry> files;          // every file below the root (bounded walk)
+  std::vector<Shard> shards;             // every top-level *.safetensors that could be opened
+  std::optional<ShardIndex> index;       // model.safetensors.index.json (or another *.safetensors.index.json)
+
+  JsonFile config;                       // config.json
+  JsonFile generation_config;            // generation_config.json
+  JsonFile tokenizer_config;             // tokenizer_config.json
+  JsonFile tokenizer;                    // tokenizer.json
+  JsonFile chat_template_json;           // legacy chat_template.json
+  std::vector<TextFile> templates;       // chat_template.jinja, additional_chat_templates/*.jinja
+
+  // All tensors by name, across every parsed shard (several locations = duplicates).
+  std::unordered_map<std::string, std::vector<TensorLoc>> tensors_by_name;
+
+  const FileEntry* file(std::string_view rel) const;
+  const Shard* shard(std::string_view rel) const;
+  const st::TensorEntry& entry(const TensorLoc& loc) const {
+    return shards[loc.shard].header.tensors[loc.entry];
+  }
+
+  // The tensors a loader will see: those the index maps (taken from the mapped shard when it
+  // holds them), or every tensor of every shard when there is no index.
+  struct WeightTensor {
+    const st::TensorEntry* entry;
+    const Shard* shard;
+  };
+  const std::map<std::string, WeightTensor>& weights() const { return weights_; }
+  const st::TensorEntry* weight(std::string_view name) const;
+
+  // Totals for the summary line.
+  uint64_t total_tensors() const;
+  uint64_t total_bytes() const;  // sum of parsed shard file sizes
+
+  void finalize();  // builds the lookup tables; called once by the loader
+
+ private:
+  std::map<std::string, WeightTensor> weights_;
+};
+
+struct LoadOptions {
+  unsigned threads = 0;           // 0 = hardware concurrency
+  uint32_t max_walk_entries = 100000;
+  uint32_t max_walk_depth = 8;
+};
+
+struct LoadError {
+  std::string message;
+};
+
+// locate + discover + parse. A target that cannot be located (no such directory, repo not
+// in the cache, unknown revision) is a LoadError (exit 2); everything wrong *inside* a located
+// checkpoint becomes part of the model and is judged by the checks.
+struct LoadResult {
+  std::optional<Checkpoint> checkpoint;
+  std::optional<LoadError> error;
+};
+LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts = {});
+
+// Hugging Face cache resolution (HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub).
+std::filesystem::path hf_cache_root();
+// "org/name" -> "models--org--name"
+std::string repo_folder_name(std::string_view repo_id);
+bool looks_like_repo_id(std::string_view target);
+bool is_commit_hash(std::string_view s);  // 40 lowercase hex
+
+}  // namespace ckpt

@@ -1,0 +1,37 @@
+// The check registry: every finding code, its default severity and title, and the
+// check families that produce them. src/checks/registry.cpp is the only list of codes.
+#pragma once
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/finding.h"
+
+namespace ckpt {
+
+struct CheckInfo {
+  std::string_view code;
+  Severity severity;      // the usual severity (a family may lower or raise it with a reason)
+  std::string_view title; // one line
+};
+
+std::span<const CheckInfo> all_checks();
+const CheckInfo* find_check(std::string_view code);
+
+struct VerifyOptions {
+  bool deep = false;
+};
+
+struct CheckFamily {
+  std::string_view name;  // "FS", "ST", ...
+  void (*run)(const Checkpoint&, const VerifyOptions&, FindingSink&);
+};
+
+std::span<const CheckFamily> check_families();
+
+// Run every family over the checkpoint; findings come back sorted by file, then code.
+std::vector<Finding> run_checks(const Checkpoint& ckpt, const VerifyOptions& opts = {});
+
+}  // namespace ckpt

@@ -1,0 +1,114 @@
+// safetensors: dtype table, a bounded header reader and a writer.
+// The reader never reads tensor data; it records what the header says and
+// what the file framing looks like, and the ST check family judges it.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ckpt::st {
+
+inline constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference's MAX_HEADER_SIZE
+
+enum class DType : uint8_t {
+  BOOL, U8, I8, F8_E4M3, F8_E5M2, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, F4, F6_E2M3, F6_E3M2,
+  I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64, C64, Unknown
+};
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  uint32_t bits;
+};
+
+// Every dtype the format defines, with its size in bits.
+std::span<const DTypeInfo> dtype_table();
+std::optional<DType> dtype_from_name(std::string_view name);
+std::string_view dtype_name(DType d);
+uint32_t dtype_bits(DType d);
+
+// What went wrong while reading a file's framing or header; the ST check family
+// turns these into findings (codes are assigned there, one per rule).
+enum class Rule : uint8_t {
+  HeaderTooSmall,      // file shorter than the 8-byte length prefix
+  HeaderTooLarge,      // N > kMaxHeaderBytes
+  HeaderPastEof,       // 8 + N > file size
+  HeaderNotUtf8,
+  HeaderNotJson,
+  HeaderSchema,        // not an object, entry missing/mistyped fields
+  DuplicateKey,
+  UnknownDType,
+  MetadataNotStrings,
+  LeadingWhitespace,   // accepted since safetensors #686; older readers reject
+  ReadFailed,          // I/O error
+  Count_
+};
+
+struct Problem {
+  Rule rule;
+  std::string tensor;  // empty when not about one tensor
+  std::string detail;  // human text: what was found, what was expected
+  uint64_t offset = 0; // byte offset in the file, when meaningful
+};
+
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::Unknown;
+  std::string dtype_name;        // as written (kept for unknown dtypes)
+  std::vector<uint64_t> shape;
+  uint64_t begin = 0, end = 0;   // data_offsets, relative to the data section
+};
+
+struct Header {
+  uint64_t file_size = 0;
+  uint64_t header_len = 0;   // N (0 when the prefix could not be read)
+  bool framing_ok = false;   // length prefix and header bytes are readable
+  bool parsed = false;       // header JSON parsed into entries
+  std::vector<TensorEntry> tensors;  // in header order
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<Problem> problems;
+
+  uint64_t data_start() const { return 8 + header_len; }
+};
+
+// Parse a header from bytes already in memory (`prefix` holds at least the first
+// 8 + N bytes when available; `file_size` is the true size of the file).
+Header parse_header(std::span<const std::byte> prefix, uint64_t file_size);
+
+// Read the header of the file at `path` (read-only; at most 8 + N bytes are read).
+Header read_header(const std::filesystem::path& path);
+
+// ---- writer ----------------------------------------------------------------
+
+struct TensorToWrite {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<uint64_t> shape;
+  std::vector<std::byte> data;  // empty => the span is left as a hole (sparse)
+};
+
+struct WriteOptions {
+  std::vector<std::pair<std::string, std::string>> metadata = {{"format", "pt"}};
+  bool sort_by_name = true;  // the reference writer orders tensors by name
+};
+
+// Bytes a tensor occupies (nullopt on overflow or sub-byte misalignment).
+std::optional<uint64_t> tensor_nbytes(DType dtype, std::span<const uint64_t> shape);
+
+// The serialised header (length prefix + JSON padded with spaces to a multiple of 8)
+// for tensors laid out in order; returns the data-section size through `data_size`.
+std::string build_header(const std::vector<TensorToWrite>& tensors, const WriteOptions& opts,
+                         uint64_t* data_size);
+
+// Write a safetensors file. Tensors without data become holes: the file has its full
+// size but occupies almost no disk (header-only stand-ins of huge checkpoints).
+// Returns an error message, or empty on success.
+std::string write_file(const std::filesystem::path& path, std::vector<TensorToWrite> tensors,
+                       const WriteOptions& opts = {});
+
+}  // namespace ckpt::st

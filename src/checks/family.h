@@ -1,0 +1,21 @@
+// How a check family plugs in: one file per family defines its code rows and one
+// run function, and src/checks/registry.cpp lists the family. Nothing else.
+#pragma once
+#include <span>
+
+#include "ckpt/checks.h"
+
+namespace ckpt::checks {
+
+struct FamilyDef {
+  std::string_view name;               // "FS", "ST", "IX", ...
+  std::span<const CheckInfo> codes;    // every code the family may emit
+  void (*run)(const Checkpoint&, const VerifyOptions&, FindingSink&);
+};
+
+// Families defined in src/checks/*.cpp (declared here, listed in registry.cpp).
+extern const FamilyDef kFilesFamily;        // FS  files_cache.cpp
+extern const FamilyDef kSafetensorsFamily;  // ST  safetensors_structure.cpp
+extern const FamilyDef kIndexFamily;        // IX  shard_index.cpp
+
+}  // namespace ckpt::checks
