@@ -96,6 +96,7 @@ class Checkpoint {
   std::filesystem::path root;            // canonical model root
   std::optional<CacheInfo> cache;
   CacheState cache_state;
+  bool snapshot_missing = false;         // the requested ref names a snapshot that is not on disk
 
   std::vector<FileEntry> files;          // every file below the root (bounded walk)
   std::vector<Shard> shards;             // every top-level *.safetensors that could be opened

@@ -1,0 +1,32 @@
+// Renderers: one Report, four formats (text, json, github, sarif).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/finding.h"
+
+namespace ckpt {
+
+struct Summary {
+  uint64_t errors = 0, warnings = 0, infos = 0;
+  uint64_t files = 0, tensors = 0, bytes = 0;
+};
+
+struct Report {
+  std::string target;        // as given by the user
+  std::string root;          // resolved model root (for text output)
+  std::string file_prefix;   // prepended to finding files in github/sarif output ("" or "<dir>/")
+  std::vector<Finding> findings;
+  Summary summary;
+  double elapsed_ms = 0;
+};
+
+Summary count_findings(const std::vector<Finding>& findings);
+
+std::string render_text(const Report& r, bool color);
+std::string render_json(const Report& r);
+std::string render_github(const Report& r);
+std::string render_sarif(const Report& r);
+
+}  // namespace ckpt

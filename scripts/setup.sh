@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what ckpt needs on Debian 12 (only what is missing), then configures and builds.
+#   scripts/setup.sh [BUILD_DIR] [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages ckpt builds and tests with. One per line; keep the reason beside it.
+PACKAGES=(
+  g++ cmake ninja-build pkg-config   # toolchain
+  libsimdjson-dev                    # every JSON read
+  libfmt-dev                         # formatting
+  libcli11-dev                       # command-line parsing
+  libcurl4-openssl-dev               # hub client
+  libssl-dev                         # SHA-256 / SHA-1 (libcrypto)
+  libgtest-dev libgmock-dev          # unit tests
+  libbenchmark-dev                   # micro-benchmarks
+  libcpp-httplib-dev                 # loopback mock hub in tests
+  python3 python3-numpy              # test oracles (independent safetensors reader, dequantisation)
+  curl                               # fetch benchmark baseline
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_DIR="${1:-build}"
+shift || true
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+ninja -C "$BUILD_DIR" "${NINJA_TARGETS:-all}"

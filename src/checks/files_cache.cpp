@@ -1,0 +1,134 @@
+// FS: files and cache state — what is on disk before any format is parsed.
+#include <array>
+
+#include "checks/family.h"
+#include "checks/util.h"
+
+namespace ckpt::checks {
+
+namespace {
+
+constexpr std::array<CheckInfo, 10> kCodes{{
+    {"FS001", Severity::error, "broken symlink: the file it stands for is not in the cache"},
+    {"FS002", Severity::error, "interrupted download: an .incomplete file is present"},
+    {"FS003", Severity::error, "Git LFS pointer file in place of the real content"},
+    {"FS004", Severity::error, "zero-byte weight or tokenizer file"},
+    {"FS005", Severity::error, "cache ref points at a snapshot that is not on disk"},
+    {"FS006", Severity::error, "symlink leads outside the model directory and its cache"},
+    {"FS007", Severity::error, "malformed cache ref (not exactly 40 hex characters)"},
+    {"FS008", Severity::error, "no weight files found"},
+    {"FS009", Severity::info, "weights in a format this version does not verify"},
+    {"FS010", Severity::error, "file cannot be read"},
+}};
+
+bool is_weight_file(std::string_view rel) {
+  for (auto ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz"})
+    if (ends_with(rel, ext)) return true;
+  return false;
+}
+
+bool is_essential_side_file(std::string_view rel) {
+  return rel == "tokenizer.json" || rel == "tokenizer.model" || rel == "config.json" ||
+         ends_with(rel, ".safetensors.index.json");
+}
+
+void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
+  const std::string cache_note = ck.cache ? " (cache " + ck.cache->repo_dir.string() + ")" : "";
+
+  for (const auto& ref : ck.cache_state.refs) {
+    std::string commit = ref.content;
+    bool trailing_ws = false;
+    while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) {
+      commit.pop_back();
+      trailing_ws = true;
+    }
+    if (!ref.well_formed) {
+      std::string what = trailing_ws && is_commit_hash(commit) ? "holds a commit followed by a newline/whitespace"
+                                                                : "holds \"" + ref.content.substr(0, 60) + "\"";
+      out.add("FS007", Severity::error,
+              "refs/" + ref.name + " " + what + "; exactly 40 lowercase hex characters with no trailing newline were expected",
+              "", "",
+              "huggingface_hub reads refs without stripping, so offline lookups of '" + ref.name +
+                  "' fail; rewrite the file with `printf %s <commit> > refs/" + ref.name + "`");
+    }
+    if (is_commit_hash(commit) && !ref.snapshot_exists) {
+      out.add("FS005", Severity::error,
+              "refs/" + ref.name + " points at commit " + commit + " but snapshots/" + commit + " does not exist" + cache_note,
+              "", "",
+              "huggingface_hub writes the ref before downloading any file; an interrupted download leaves it dangling. "
+              "Re-run the download for that revision.");
+    }
+  }
+  if (ck.snapshot_missing) return;  // nothing below the root to look at
+
+  for (const auto& inc : ck.cache_state.incomplete) {
+    std::string who = inc.used_by.empty() ? "no snapshot entry links to it yet"
+                                          : "it is the blob behind " + list_names(inc.used_by);
+    out.add("FS002", Severity::error,
+            inc.path + " (" + bytes_str(inc.size) + ") is a partial download; " + who + cache_note, "", "",
+            "a download was interrupted; resume it (`ckpt fetch` resumes .incomplete blobs) or delete the file");
+  }
+
+  bool any_safetensors = false;
+  std::vector<std::string> other_weights;
+  for (const auto& f : ck.files) {
+    if (ends_with(f.rel, ".incomplete")) {
+      out.add("FS002", Severity::error, "partial download left in the model directory (" + bytes_str(f.size) + ")", f.rel, "",
+              "a download was interrupted; resume it or delete the file before serving");
+      continue;
+    }
+    if (starts_with(f.rel, ".cache/")) continue;  // huggingface_hub's local-dir bookkeeping
+    if (f.escapes) {
+      out.add("FS006", Severity::error,
+              "symlink to \"" + f.link_text + "\" leads outside the model directory" +
+                  (ck.cache ? std::string(" and its cache") : std::string()) + "; ckpt did not follow it",
+              f.rel, "", "copy the file into the model directory, or verify the directory it really lives in");
+      continue;
+    }
+    if (f.dangling) {
+      std::string etag = std::filesystem::path(f.link_text).filename().string();
+      std::string partial;
+      for (const auto& inc : ck.cache_state.incomplete)
+        for (const auto& u : inc.used_by)
+          if (u == f.rel) partial = "; its download is incomplete (" + inc.path + ", " + bytes_str(inc.size) + ")";
+      out.add("FS001", Severity::error, "symlink to \"" + f.link_text + "\" is broken: the target does not exist" + partial,
+              f.rel, "", "the blob was never fully downloaded or was deleted; re-download the file");
+      continue;
+    }
+    if (f.unreadable) {
+      out.add("FS010", Severity::error, "cannot read the file: " + f.error, f.rel, "", "check permissions");
+      continue;
+    }
+    if (f.lfs_pointer) {
+      out.add("FS003", Severity::error,
+              "a " + std::to_string(f.size) + "-byte Git LFS pointer stands where the real file should be", f.rel, "",
+              "the repository was cloned without git-lfs; run `git lfs pull` or download with a hub client");
+      continue;
+    }
+    if (ends_with(f.rel, ".safetensors")) any_safetensors = true;
+    if (f.size == 0 && (is_weight_file(f.rel) || is_essential_side_file(f.rel))) {
+      out.add("FS004", Severity::error, "the file is empty (0 bytes)", f.rel, "",
+              "a failed or interrupted copy; re-download the file");
+      continue;
+    }
+    else if (is_weight_file(f.rel)) other_weights.push_back(f.rel);
+  }
+  bool any_unusable_weight = false;
+  for (const auto& f : ck.files)
+    if (is_weight_file(f.rel) && !f.readable()) any_unusable_weight = true;
+  if (!other_weights.empty()) {
+    out.add("FS009", Severity::info,
+            "weights in formats ckpt does not verify yet: " + list_names(other_weights), "", "",
+            "pickle-based .bin/.pt files can run code when loaded; prefer safetensors");
+  }
+  if (!any_safetensors && other_weights.empty() && !any_unusable_weight && !ck.index) {
+    out.add("FS008", Severity::error, "no weight files (*.safetensors, *.bin, *.gguf, ...) in " + ck.root.string(), "", "",
+            "the download may have fetched only metadata (check --include patterns), or the path is wrong");
+  }
+}
+
+}  // namespace
+
+const FamilyDef kFilesFamily{"FS", kCodes, run};
+
+}  // namespace ckpt::checks

@@ -1,0 +1,323 @@
+// IX: the shard index (model.safetensors.index.json) against the shards on disk.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <regex>
+#include <set>
+#include <unordered_map>
+
+#include "checks/family.h"
+#include "checks/util.h"
+
+namespace ckpt::checks {
+
+namespace {
+
+constexpr std::array<CheckInfo, 13> kCodes{{
+    {"IX001", Severity::error, "index names a shard that is not on disk"},
+    {"IX002", Severity::error, "stray shard: a .safetensors file the index does not name"},
+    {"IX003", Severity::error, "tensor stored in more than one shard"},
+    {"IX004", Severity::error, "tensor lives in a different shard than the index says"},
+    {"IX005", Severity::error, "index names a tensor that no shard holds"},
+    {"IX006", Severity::error, "metadata.total_size differs from the bytes of the indexed tensors"},
+    {"IX007", Severity::error, "several shards but no index"},
+    {"IX008", Severity::error, "index path escapes the model directory"},
+    {"IX009", Severity::error, "shard file names disagree with their numbering scheme"},
+    {"IX010", Severity::error, "index file unreadable or malformed"},
+    {"IX011", Severity::error, "shard holds a tensor the index does not list"},
+    {"IX012", Severity::warning, "Mistral-native consolidated weights beside the Hugging Face shards"},
+    {"IX013", Severity::error, "duplicate tensor name in the index"},
+}};
+
+bool safe_relative(std::string_view p) {
+  if (p.empty() || p[0] == '/' || p.find('\\') != std::string_view::npos) return false;
+  if (p.size() >= 2 && p[1] == ':') return false;
+  size_t start = 0;
+  while (true) {
+    size_t slash = p.find('/', start);
+    std::string_view part = p.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (part == ".." || part.empty()) return false;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+bool is_consolidated(std::string_view rel) { return starts_with(rel, "consolidated") && ends_with(rel, ".safetensors"); }
+
+// "model-00001-of-00003.safetensors" -> {prefix "model", index 1, total 3}
+struct ShardName {
+  std::string prefix;
+  unsigned index = 0, total = 0;
+};
+std::optional<ShardName> parse_shard_name(const std::string& rel) {
+  static const std::regex re(R"(^(.*)-(\d+)-of-(\d+)\.safetensors$)");
+  std::smatch m;
+  if (!std::regex_match(rel, m, re)) return std::nullopt;
+  if (m[2].length() > 9 || m[3].length() > 9) return std::nullopt;
+  return ShardName{m[1].str(), static_cast<unsigned>(std::stoul(m[2].str())), static_cast<unsigned>(std::stoul(m[3].str()))};
+}
+
+// Numbering problems inside one set of names; empty when consistent (1..N or 0-based 0..N).
+std::vector<std::string> numbering_problems(const std::vector<std::string>& names, const std::string& what) {
+  std::map<std::string, std::map<unsigned, std::set<unsigned>>> by_prefix;  // prefix -> total -> indices
+  for (const auto& n : names)
+    if (auto s = parse_shard_name(n)) by_prefix[s->prefix][s->total].insert(s->index);
+  std::vector<std::string> problems;
+  for (const auto& [prefix, totals] : by_prefix) {
+    if (totals.size() > 1) {
+      std::string t;
+      for (const auto& [total, idx] : totals)
+        t += (t.empty() ? "" : ", ") + std::to_string(idx.size()) + " named '-of-" + std::to_string(total) + "'";
+      problems.push_back(what + " mix naming schemes for '" + prefix + "': " + t);
+      continue;
+    }
+    const auto& [total, idx] = *totals.begin();
+    bool one_based = idx.size() == total && *idx.begin() == 1 && *idx.rbegin() == total;
+    bool zero_based = idx.size() == total + 1 && *idx.begin() == 0 && *idx.rbegin() == total;
+    if (one_based || zero_based) continue;
+    std::vector<std::string> missing;
+    unsigned lo = idx.count(0) ? 0 : 1;
+    for (unsigned i = lo; i <= total && missing.size() < 6; ++i)
+      if (!idx.count(i)) missing.push_back(std::to_string(i));
+    std::string extra;
+    for (unsigned i : idx)
+      if (i > total) extra += (extra.empty() ? "" : ", ") + std::to_string(i);
+    std::string msg = what + " '" + prefix + "-XXXXX-of-" + std::to_string(total) + "': " + std::to_string(idx.size()) +
+                      " file(s) for " + std::to_string(total) + " parts";
+    if (!missing.empty()) msg += "; missing part(s) " + list_names(missing);
+    if (!extra.empty()) msg += "; numbers beyond the total: " + extra;
+    problems.push_back(msg);
+  }
+  return problems;
+}
+
+void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
+  // Top-level shards on disk (whatever their state), excluding Mistral's native consolidated files.
+  std::vector<std::string> disk_shards, consolidated;
+  for (const auto& f : ck.files) {
+    if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".safetensors")) continue;
+    (is_consolidated(f.rel) ? consolidated : disk_shards).push_back(f.rel);
+  }
+  bool mistral_native = ck.file("params.json") != nullptr;
+
+  if (!ck.index) {
+    if (disk_shards.size() > 1) {
+      out.add("IX007", Severity::error,
+              std::to_string(disk_shards.size()) + " .safetensors files but no *.safetensors.index.json: " +
+                  list_names(disk_shards),
+              "", "",
+              "transformers and vLLM need the index to know which shard holds which tensor; a stray shard or a lost "
+              "index. Restore model.safetensors.index.json or remove the extra files");
+    }
+    for (const auto& p : numbering_problems(disk_shards, "shard files"))
+      out.add("IX009", Severity::error, p, "", "", "a shard is missing, or shards of two exports are mixed");
+    return;
+  }
+
+  const ShardIndex& idx = *ck.index;
+  const std::string& ixf = idx.json.file;
+  if (idx.json.error) {
+    const auto& e = *idx.json.error;
+    out.add("IX010", Severity::error,
+            e.line ? "invalid JSON at line " + std::to_string(e.line) + ", column " + std::to_string(e.column) + ": " + e.message
+                   : e.message,
+            ixf, "", "loaders cannot map tensors to shards; re-download or regenerate the index");
+    return;
+  }
+  if (!idx.schema_error.empty()) {
+    out.add("IX010", Severity::error, idx.schema_error, ixf, "",
+            "an index is {\"metadata\": {\"total_size\": N}, \"weight_map\": {tensor: shard file}}");
+    return;
+  }
+  for (const auto& d : idx.json.duplicates) {
+    if (d.path != "/weight_map") continue;
+    out.add("IX013", Severity::error, "tensor \"" + d.key + "\" is listed more than once in weight_map", ixf, d.key,
+            "parsers keep different copies of a duplicated key; regenerate the index");
+  }
+
+  // Shards the index names, in first-mention order, with their tensor counts.
+  std::vector<std::string> named;
+  std::unordered_map<std::string, size_t> mapped_count;
+  std::set<std::string> unsafe_reported;
+  for (const auto& [tensor, file] : idx.weight_map) {
+    if (!safe_relative(file)) {
+      if (unsafe_reported.insert(file).second)
+        out.add("IX008", Severity::error,
+                "weight_map sends " + tensor + " to \"" + file + "\", a path outside the model directory; ckpt did not open it",
+                ixf, tensor,
+                "a malicious or broken index: loaders that join this path open files outside the model (transformers#47176)");
+      continue;
+    }
+    if (mapped_count[file]++ == 0) named.push_back(file);
+  }
+  std::set<std::string> named_set(named.begin(), named.end());
+
+  for (const auto& file : named) {
+    const FileEntry* fe = ck.file(file);
+    if (!fe) {
+      out.add("IX001", Severity::error,
+              "index maps " + std::to_string(mapped_count[file]) + " tensor(s) to " + file + ", which is not on disk", ixf, "",
+              "an incomplete download (check --include patterns) or a stale index from another export");
+    }
+  }
+  // Naming schemes: within the index, within the disk, and between them.
+  for (const auto& p : numbering_problems(named, "index shard names"))
+    out.add("IX009", Severity::error, p, ixf, "", "the index was edited or merged from two exports");
+  for (const auto& p : numbering_problems(disk_shards, "shard files on disk"))
+    out.add("IX009", Severity::error, p, "", "", "a shard is missing, or files of two exports are mixed");
+  {
+    std::set<unsigned> idx_totals, disk_totals;
+    for (const auto& n : named)
+      if (auto s = parse_shard_name(n)) idx_totals.insert(s->total);
+    for (const auto& n : disk_shards)
+      if (auto s = parse_shard_name(n)) disk_totals.insert(s->total);
+    bool any_named_missing = false;
+    for (const auto& n : named) any_named_missing |= ck.file(n) == nullptr;
+    if (any_named_missing && !disk_shards.empty() && idx_totals != disk_totals) {
+      auto describe = [](const std::set<unsigned>& t, const std::vector<std::string>& names) {
+        if (t.empty()) return "unnumbered names (" + list_names(names, 3) + ")";
+        std::string s;
+        for (unsigned v : t) s += (s.empty() ? "'-of-" : ", '-of-") + std::to_string(v) + "'";
+        return s + " names";
+      };
+      out.add("IX009", Severity::error,
+              "the index uses " + describe(idx_totals, named) + " but the files on disk use " + describe(disk_totals, disk_shards),
+              ixf, "", "the index belongs to a different export than the shards (a stale index, mlx-swift-lm #554)");
+    }
+  }
+
+  // Stray shards: on disk, not named by the index.
+  std::unordered_map<std::string, std::string> mapped_to;  // tensor -> file
+  mapped_to.reserve(idx.weight_map.size());
+  for (const auto& [tensor, file] : idx.weight_map) mapped_to.emplace(tensor, file);
+  for (const auto& file : disk_shards) {
+    if (named_set.count(file)) continue;
+    const Shard* sh = ck.shard(file);
+    std::vector<std::string> collide;
+    size_t n = 0;
+    if (sh) {
+      n = sh->header.tensors.size();
+      for (const auto& t : sh->header.tensors)
+        if (mapped_to.count(t.name)) collide.push_back(t.name);
+    }
+    std::string msg = file + " is not named by the index" +
+                      (sh ? " (" + std::to_string(n) + " tensor(s)" +
+                                (collide.empty() ? ", none of them indexed)"
+                                                 : "; " + std::to_string(collide.size()) +
+                                                       " collide with indexed tensors: " + list_names(collide) + ")")
+                          : std::string());
+    out.add("IX002", Severity::error, msg, file, collide.size() == 1 ? collide[0] : std::string(),
+            collide.empty() ? "loaders that glob *.safetensors (mlx-swift-lm) load it and fail on its unknown tensors; "
+                              "remove it or add it to the index"
+                            : "a leftover from an earlier export: loaders that read every file see two versions of "
+                              "the same tensor. Remove it");
+  }
+  if (!consolidated.empty()) {
+    out.add("IX012", mistral_native ? Severity::warning : Severity::error,
+            list_names(consolidated) + " sit beside the indexed shards" +
+                std::string(mistral_native ? " (Mistral-native format, with params.json)" : " without params.json"),
+            consolidated[0], "",
+            "index-driven loaders (transformers, vLLM) ignore them; loaders that glob *.safetensors load both copies. "
+            "Download only one format if your loader globs");
+  }
+
+  // Tensor placement: every indexed tensor in exactly its mapped shard.
+  size_t n_dup = 0, n_wrong = 0, n_absent = 0;
+  constexpr size_t kMax = 20;
+  for (const auto& [tensor, file] : idx.weight_map) {
+    if (!safe_relative(file) || !ck.file(file)) continue;
+    auto it = ck.tensors_by_name.find(tensor);
+    std::vector<std::string> holders;
+    bool in_mapped = false;
+    if (it != ck.tensors_by_name.end())
+      for (const auto& loc : it->second) {
+        holders.push_back(ck.shards[loc.shard].file);
+        in_mapped |= ck.shards[loc.shard].file == file;
+      }
+    const Shard* mapped_shard = ck.shard(file);
+    if (holders.size() > 1) {
+      if (++n_dup <= kMax)
+        out.add("IX003", Severity::error,
+                "tensor is stored in " + std::to_string(holders.size()) + " shards (" + list_names(holders) +
+                    "); the index maps it to " + file,
+                in_mapped ? holders[0] == file ? holders[1] : holders[0] : holders[0], tensor,
+                "a superseded copy was left in another shard (#144): vLLM reads every key of every shard and fails "
+                "or loads the wrong copy. Remove the stale copy");
+    } else if (!holders.empty() && !in_mapped) {
+      if (++n_wrong <= kMax)
+        out.add("IX004", Severity::error, "index maps the tensor to " + file + " but it is stored in " + holders[0], file,
+                tensor, "the index and the shards come from different exports; loaders look in the wrong file");
+    } else if (holders.empty() && mapped_shard && mapped_shard->header.parsed) {
+      if (++n_absent <= kMax)
+        out.add("IX005", Severity::error, "index maps the tensor to " + file + " but no shard holds it", file, tensor,
+                "a stale index or an incomplete export: the loader fails with a missing key");
+    }
+  }
+  auto overflow = [&](const char* code, size_t n, const char* what) {
+    if (n > kMax)
+      out.add(code, Severity::error, std::to_string(n - kMax) + " more " + what + " not listed", ixf, "", "");
+  };
+  overflow("IX003", n_dup, "tensors stored in several shards");
+  overflow("IX004", n_wrong, "tensors in the wrong shard");
+  overflow("IX005", n_absent, "indexed tensors missing from their shards");
+
+  // Tensors in indexed shards that the index does not list.
+  size_t n_unlisted = 0;
+  for (const auto& file : named) {
+    const Shard* sh = ck.shard(file);
+    if (!sh) continue;
+    std::vector<std::string> unlisted;
+    for (const auto& t : sh->header.tensors)
+      if (!mapped_to.count(t.name)) unlisted.push_back(t.name);
+    if (unlisted.empty()) continue;
+    n_unlisted += unlisted.size();
+    out.add("IX011", Severity::error,
+            std::to_string(unlisted.size()) + " tensor(s) in this shard are not in the index: " + list_names(unlisted), file,
+            unlisted.size() == 1 ? unlisted[0] : std::string(),
+            "loaders that read whole shards (vLLM) see keys the index hides; a stale tensor left by an edit. Remove "
+            "them or add them to the index");
+  }
+
+  // total_size: bytes of every indexed tensor, as stored.
+  if (idx.total_size) {
+    uint64_t sum = 0, weight_format_bytes = 0;
+    bool complete = true;
+    for (const auto& [tensor, file] : idx.weight_map) {
+      const Shard* sh = ck.shard(file);
+      const st::TensorEntry* e = nullptr;
+      if (sh) {
+        auto it = ck.tensors_by_name.find(tensor);
+        if (it != ck.tensors_by_name.end())
+          for (const auto& loc : it->second)
+            if (ck.shards[loc.shard].file == file) e = &ck.entry(loc);
+      }
+      if (!e || e->end < e->begin) {
+        complete = false;
+        continue;
+      }
+      sum += e->end - e->begin;
+      if (ends_with(tensor, ".weight_format")) weight_format_bytes += e->end - e->begin;
+    }
+    uint64_t declared = *idx.total_size;
+    if (complete && declared != sum) {
+      if (weight_format_bytes && declared + weight_format_bytes == sum) {
+        // bitsandbytes int8 exports leave their one-byte weight_format tensors out of total_size.
+      } else {
+        uint64_t diff = declared > sum ? declared - sum : sum - declared;
+        out.add("IX006", Severity::error,
+                "metadata.total_size is " + std::to_string(declared) + " but the indexed tensors hold " +
+                    std::to_string(sum) + " bytes (" + (declared > sum ? "over" : "under") + " by " + bytes_str(diff) + ")",
+                ixf, "",
+                declared == 0 ? "the index was written by hand or by a tool that does not fill total_size; regenerate it"
+                              : "a stale index from another export, or shards replaced after the index was written");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const FamilyDef kIndexFamily{"IX", kCodes, run};
+
+}  // namespace ckpt::checks

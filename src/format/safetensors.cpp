@@ -1,0 +1,399 @@
+#include "ckpt/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <unordered_set>
+
+#include <simdjson.h>
+
+#include "ckpt/json.h"
+#include "io/checked.h"
+#include "io/file.h"
+#include "io/limits.h"
+
+namespace ckpt::st {
+
+static_assert(kMaxHeaderBytes == limits::kMaxHeaderBytes);
+
+static constexpr std::array<DTypeInfo, 22> kDTypes{{
+    {DType::BOOL, "BOOL", 8},
+    {DType::U8, "U8", 8},
+    {DType::I8, "I8", 8},
+    {DType::F8_E4M3, "F8_E4M3", 8},
+    {DType::F8_E5M2, "F8_E5M2", 8},
+    {DType::F8_E8M0, "F8_E8M0", 8},
+    {DType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8},
+    {DType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8},
+    {DType::F4, "F4", 4},
+    {DType::F6_E2M3, "F6_E2M3", 6},
+    {DType::F6_E3M2, "F6_E3M2", 6},
+    {DType::I16, "I16", 16},
+    {DType::U16, "U16", 16},
+    {DType::F16, "F16", 16},
+    {DType::BF16, "BF16", 16},
+    {DType::I32, "I32", 32},
+    {DType::U32, "U32", 32},
+    {DType::F32, "F32", 32},
+    {DType::I64, "I64", 64},
+    {DType::U64, "U64", 64},
+    {DType::F64, "F64", 64},
+    {DType::C64, "C64", 64},
+}};
+static_assert(kDTypes.size() == static_cast<size_t>(DType::Unknown), "one row per dtype");
+
+std::span<const DTypeInfo> dtype_table() { return kDTypes; }
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const auto& d : kDTypes)
+    if (d.name == name) return d.dtype;
+  return std::nullopt;
+}
+
+std::string_view dtype_name(DType d) {
+  auto i = static_cast<size_t>(d);
+  return i < kDTypes.size() ? kDTypes[i].name : std::string_view("UNKNOWN");
+}
+
+uint32_t dtype_bits(DType d) {
+  auto i = static_cast<size_t>(d);
+  return i < kDTypes.size() ? kDTypes[i].bits : 0;
+}
+
+std::optional<uint64_t> tensor_nbytes(DType dtype, std::span<const uint64_t> shape) {
+  uint32_t bits = dtype_bits(dtype);
+  if (bits == 0) return std::nullopt;
+  uint64_t n = 1;
+  for (uint64_t d : shape) {
+    auto m = io::checked_mul(n, d);
+    if (!m) return std::nullopt;
+    n = *m;
+  }
+  auto total_bits = io::checked_mul(n, bits);
+  if (!total_bits || *total_bits % 8 != 0) return std::nullopt;
+  return *total_bits / 8;
+}
+
+namespace {
+
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+bool is_json_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// Reads a non-negative integer; false when the element is negative, fractional or not a number.
+bool get_u64(simdjson::dom::element e, uint64_t& out) {
+  using T = simdjson::dom::element_type;
+  if (e.type() == T::UINT64) {
+    out = e.get_uint64().value_unsafe();
+    return true;
+  }
+  if (e.type() == T::INT64) {
+    int64_t v = e.get_int64().value_unsafe();
+    if (v < 0) return false;
+    out = static_cast<uint64_t>(v);
+    return true;
+  }
+  return false;
+}
+
+std::string type_name(simdjson::dom::element e) {
+  using T = simdjson::dom::element_type;
+  switch (e.type()) {
+    case T::ARRAY: return "an array";
+    case T::OBJECT: return "an object";
+    case T::INT64: return e.get_int64().value_unsafe() < 0 ? "a negative integer" : "an integer";
+    case T::UINT64: return "an integer";
+    case T::DOUBLE: return "a non-integer number";
+    case T::STRING: return "a string";
+    case T::BOOL: return "a boolean";
+    case T::NULL_VALUE: return "null";
+  }
+  return "a value";
+}
+
+}  // namespace
+
+Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
+  Header h;
+  h.file_size = file_size;
+  auto problem = [&](Rule r, std::string detail, uint64_t offset = 0, std::string tensor = {}) {
+    h.problems.push_back(Problem{r, std::move(tensor), std::move(detail), offset});
+  };
+  if (file_size < 8 || prefix.size() < 8) {
+    problem(Rule::HeaderTooSmall,
+            "file is " + std::to_string(file_size) + " bytes; at least 8 are needed for the header length");
+    return h;
+  }
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(prefix[static_cast<size_t>(i)]);
+  h.header_len = n;
+  if (n > kMaxHeaderBytes) {
+    problem(Rule::HeaderTooLarge, "header length is " + std::to_string(n) + " bytes; the format allows at most " +
+                                      std::to_string(kMaxHeaderBytes));
+    return h;
+  }
+  auto end = io::checked_add(8, n);
+  if (!end || *end > file_size) {
+    problem(Rule::HeaderPastEof, "header length " + std::to_string(n) + " needs " + std::to_string(8 + n) +
+                                     " bytes but the file has " + std::to_string(file_size) + " (" +
+                                     std::to_string(8 + n - file_size) + " missing)");
+    return h;
+  }
+  if (prefix.size() < 8 + n) {
+    problem(Rule::ReadFailed, "could read only " + std::to_string(prefix.size()) + " of the " +
+                                  std::to_string(8 + n) + " header bytes");
+    return h;
+  }
+  h.framing_ok = true;
+  std::string_view text(reinterpret_cast<const char*>(prefix.data()) + 8, n);
+
+  size_t first = 0;
+  while (first < text.size() && is_json_ws(text[first])) ++first;
+  if (first > 0 && first < text.size() && text[first] == '{')
+    problem(Rule::LeadingWhitespace,
+            std::to_string(first) + " whitespace byte(s) before the opening '{' of the header", 8);
+
+  thread_local simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element root;
+  auto code = parser.parse(padded).get(root);
+  if (code != simdjson::SUCCESS) {
+    json::ParseError where = json::locate_error(text, limits::kMaxJsonDepth);
+    Rule r = where.message.rfind("invalid UTF-8", 0) == 0 ? Rule::HeaderNotUtf8 : Rule::HeaderNotJson;
+    if (r == Rule::HeaderNotJson && where.message == "the document could not be parsed")
+      where.message = simdjson::error_message(code);
+    problem(r, where.message + " (header byte " + std::to_string(where.offset) + ", file offset " +
+                   std::to_string(8 + where.offset) + ")",
+            8 + where.offset);
+    return h;
+  }
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj) != simdjson::SUCCESS) {
+    problem(Rule::HeaderSchema, "header is " + type_name(root) + "; a JSON object was expected", 8);
+    return h;
+  }
+  h.parsed = true;
+  h.tensors.reserve(obj.size());
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(obj.size() * 2);
+  for (auto field : obj) {
+    std::string_view key = field.key;
+    if (!seen.insert(key).second) {
+      problem(Rule::DuplicateKey, "key \"" + std::string(key) + "\" appears more than once in the header", 8,
+              std::string(key));
+      continue;
+    }
+    if (key == "__metadata__") {
+      simdjson::dom::object meta;
+      if (field.value.get_object().get(meta) != simdjson::SUCCESS) {
+        problem(Rule::MetadataNotStrings, "__metadata__ is " + type_name(field.value) + "; an object of strings was expected", 8);
+        continue;
+      }
+      for (auto m : meta) {
+        std::string_view sv;
+        if (m.value.get_string().get(sv) != simdjson::SUCCESS) {
+          problem(Rule::MetadataNotStrings, "__metadata__[\"" + std::string(m.key) + "\"] is " + type_name(m.value) +
+                                                "; every metadata value must be a string", 8);
+          continue;
+        }
+        h.metadata.emplace_back(std::string(m.key), std::string(sv));
+      }
+      continue;
+    }
+    std::string name(key);
+    simdjson::dom::object entry;
+    if (field.value.get_object().get(entry) != simdjson::SUCCESS) {
+      problem(Rule::HeaderSchema, "entry is " + type_name(field.value) + "; an object with dtype, shape and data_offsets was expected", 8, name);
+      continue;
+    }
+    TensorEntry t;
+    t.name = std::move(name);
+    simdjson::dom::element dt, shape, offs;
+    bool have_dt = entry["dtype"].get(dt) == simdjson::SUCCESS;
+    bool have_shape = entry["shape"].get(shape) == simdjson::SUCCESS;
+    bool have_offs = entry["data_offsets"].get(offs) == simdjson::SUCCESS;
+    std::string missing;
+    if (!have_dt) missing += " dtype";
+    if (!have_shape) missing += " shape";
+    if (!have_offs) missing += " data_offsets";
+    if (!missing.empty()) {
+      problem(Rule::HeaderSchema, "entry lacks required field(s):" + missing, 8, t.name);
+      continue;
+    }
+    std::string_view dts;
+    if (dt.get_string().get(dts) != simdjson::SUCCESS) {
+      problem(Rule::HeaderSchema, "dtype is " + type_name(dt) + "; a string such as \"BF16\" was expected", 8, t.name);
+      continue;
+    }
+    t.dtype_name = std::string(dts);
+    simdjson::dom::array sarr, oarr;
+    if (shape.get_array().get(sarr) != simdjson::SUCCESS) {
+      problem(Rule::HeaderSchema, "shape is " + type_name(shape) + "; an array of non-negative integers was expected", 8, t.name);
+      continue;
+    }
+    if (sarr.size() > limits::kMaxTensorRank) {
+      problem(Rule::HeaderSchema, "shape has " + std::to_string(sarr.size()) + " dimensions; ckpt accepts at most " +
+                                      std::to_string(limits::kMaxTensorRank), 8, t.name);
+      continue;
+    }
+    bool shape_ok = true;
+    for (auto d : sarr) {
+      uint64_t v;
+      if (!get_u64(d, v)) {
+        problem(Rule::HeaderSchema, "shape holds " + type_name(d) + "; dimensions must be non-negative integers", 8, t.name);
+        shape_ok = false;
+        break;
+      }
+      t.shape.push_back(v);
+    }
+    if (!shape_ok) continue;
+    if (offs.get_array().get(oarr) != simdjson::SUCCESS || oarr.size() != 2) {
+      problem(Rule::HeaderSchema, "data_offsets is " + type_name(offs) + (offs.is_array() ? " of " + std::to_string(oarr.size()) + " items" : std::string()) +
+                                      "; [begin, end] was expected", 8, t.name);
+      continue;
+    }
+    if (!get_u64(oarr.at(0).value_unsafe(), t.begin) || !get_u64(oarr.at(1).value_unsafe(), t.end)) {
+      problem(Rule::HeaderSchema, "data_offsets must be two non-negative integers", 8, t.name);
+      continue;
+    }
+    if (auto d = dtype_from_name(t.dtype_name)) {
+      t.dtype = *d;
+    } else {
+      problem(Rule::UnknownDType, "dtype \"" + t.dtype_name + "\" is not defined by the safetensors format", 8, t.name);
+      t.dtype = DType::Unknown;
+    }
+    h.tensors.push_back(std::move(t));
+  }
+  (void)shape_text;
+  return h;
+}
+
+Header read_header(const std::filesystem::path& path) {
+  io::ReadOnlyFile f;
+  Header h;
+  if (auto e = f.open(path); !e.empty()) {
+    h.problems.push_back(Problem{Rule::ReadFailed, {}, "cannot open: " + e, 0});
+    return h;
+  }
+  uint64_t size = f.size();
+  std::array<std::byte, 8> len_bytes{};
+  std::string err;
+  int64_t got = f.read_at(0, len_bytes.data(), std::min<uint64_t>(8, size), &err);
+  if (got < 0) {
+    h.file_size = size;
+    h.problems.push_back(Problem{Rule::ReadFailed, {}, "read failed: " + err, 0});
+    return h;
+  }
+  if (got < 8) return parse_header(std::span<const std::byte>(len_bytes.data(), static_cast<size_t>(got)), size);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(len_bytes[static_cast<size_t>(i)]);
+  if (n > kMaxHeaderBytes || n + 8 > size) return parse_header(len_bytes, size);  // framing finding, no allocation
+  std::vector<std::byte> buf(8 + n);
+  got = f.read_at(0, buf.data(), buf.size(), &err);
+  if (got < 0) {
+    h.file_size = size;
+    h.problems.push_back(Problem{Rule::ReadFailed, {}, "read failed: " + err, 8});
+    return h;
+  }
+  buf.resize(static_cast<size_t>(got));
+  return parse_header(buf, size);
+}
+
+// ---- writer ------------------------------------------------------------------
+
+std::string build_header(const std::vector<TensorToWrite>& tensors, const WriteOptions& opts, uint64_t* data_size) {
+  std::string json = "{";
+  bool first = true;
+  if (!opts.metadata.empty()) {
+    json += "\"__metadata__\":{";
+    bool f2 = true;
+    for (const auto& [k, v] : opts.metadata) {
+      if (!f2) json += ',';
+      f2 = false;
+      json::append_quoted(json, k);
+      json += ':';
+      json::append_quoted(json, v);
+    }
+    json += '}';
+    first = false;
+  }
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    uint64_t nbytes = tensor_nbytes(t.dtype, t.shape).value_or(0);
+    if (!first) json += ',';
+    first = false;
+    json::append_quoted(json, t.name);
+    json += ":{\"dtype\":\"";
+    json += dtype_name(t.dtype);
+    json += "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      if (i) json += ',';
+      json += std::to_string(t.shape[i]);
+    }
+    json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + nbytes) + "]}";
+    offset += nbytes;
+  }
+  json += '}';
+  while (json.size() % 8 != 0) json += ' ';
+  std::string out(8, '\0');
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  out += json;
+  if (data_size) *data_size = offset;
+  return out;
+}
+
+std::string write_file(const std::filesystem::path& path, std::vector<TensorToWrite> tensors, const WriteOptions& opts) {
+  if (opts.sort_by_name)
+    std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (const auto& t : tensors) {
+    auto nbytes = tensor_nbytes(t.dtype, t.shape);
+    if (!nbytes) return "tensor " + t.name + ": size overflows or is not a whole number of bytes";
+    if (!t.data.empty() && t.data.size() != *nbytes)
+      return "tensor " + t.name + ": " + std::to_string(t.data.size()) + " data bytes given, " +
+             std::to_string(*nbytes) + " needed";
+  }
+  uint64_t data_size = 0;
+  std::string header = build_header(tensors, opts, &data_size);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return path.string() + ": " + std::strerror(errno);
+  auto write_all = [&](const void* p, size_t n, uint64_t at) -> bool {
+    const char* c = static_cast<const char*>(p);
+    while (n) {
+      ssize_t w = ::pwrite(fd, c, n, static_cast<off_t>(at));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      c += w;
+      n -= static_cast<size_t>(w);
+      at += static_cast<uint64_t>(w);
+    }
+    return true;
+  };
+  bool ok = write_all(header.data(), header.size(), 0);
+  uint64_t at = header.size();
+  for (const auto& t : tensors) {
+    if (!ok) break;
+    if (!t.data.empty()) ok = write_all(t.data.data(), t.data.size(), at);
+    at += tensor_nbytes(t.dtype, t.shape).value_or(0);
+  }
+  // Holes for tensors without data: the file gets its full size without using disk.
+  if (ok && ::ftruncate(fd, static_cast<off_t>(at)) != 0) ok = false;
+  std::string err = ok ? std::string() : path.string() + ": " + std::strerror(errno);
+  ::close(fd);
+  return err;
+}
+
+}  // namespace ckpt::st

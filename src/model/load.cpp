@@ -1,0 +1,411 @@
+// locate -> discover -> parse: builds the Checkpoint. Opens files read-only, never
+// follows a link out of the model root (or the cache it lives in), never opens a
+// path because a file named it.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "ckpt/checkpoint.h"
+#include "io/file.h"
+#include "io/limits.h"
+
+namespace ckpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_within(const fs::path& p, const fs::path& dir) {
+  auto pi = p.begin();
+  for (auto di = dir.begin(); di != dir.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // trailing separator
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return true;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+void parse_json_file(const fs::path& abs, const std::string& rel, JsonFile& out) {
+  out.file = rel;
+  out.present = true;
+  std::string text;
+  if (auto e = io::read_file(abs, limits::kMaxSideJsonBytes, text); !e.empty()) {
+    out.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
+    return;
+  }
+  auto r = json::parse(text, limits::kMaxJsonDepth);
+  out.error = r.error;
+  out.duplicates = std::move(r.duplicates);
+  out.value = std::move(r.value);
+}
+
+// Validates a weight_map target: relative, no "..", no backslash, no drive letter.
+bool safe_relative(std::string_view p) {
+  if (p.empty() || p[0] == '/' || p.find('\\') != std::string_view::npos) return false;
+  if (p.size() >= 2 && p[1] == ':') return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t slash = p.find('/', start);
+    std::string_view part = p.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (part == ".." || part.empty()) return false;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return p.find('\0') == std::string_view::npos;
+}
+
+void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
+  parse_json_file(abs, rel, idx.json);
+  if (idx.json.error) return;
+  const json::Value& v = idx.json.value;
+  if (!v.is_object()) {
+    idx.schema_error = "the index is not a JSON object";
+    return;
+  }
+  if (const json::Value* meta = v.find("metadata"); meta && meta->is_object()) {
+    if (const json::Value* ts = meta->find("total_size"); ts && ts->is_number()) {
+      double d = ts->as_double();
+      if (ts->is_int() && ts->as_int() >= 0) idx.total_size = static_cast<uint64_t>(ts->as_int());
+      else if (d >= 0 && d < 1.8e19 && d == static_cast<double>(static_cast<uint64_t>(d))) idx.total_size = static_cast<uint64_t>(d);
+    }
+  }
+  const json::Value* wm = v.find("weight_map");
+  if (!wm) {
+    idx.schema_error = "the index has no \"weight_map\"";
+    return;
+  }
+  if (!wm->is_object()) {
+    idx.schema_error = "\"weight_map\" is not an object of tensor name -> shard file";
+    return;
+  }
+  for (const auto& [name, file] : wm->as_object()) {
+    if (!file.is_string()) {
+      idx.schema_error = "weight_map[\"" + name + "\"] is not a string";
+      return;
+    }
+    idx.weight_map.emplace_back(name, file.as_string());
+  }
+}
+
+struct Walker {
+  Checkpoint& ck;
+  const LoadOptions& opts;
+  std::vector<fs::path> allowed;  // canonical roots a link may lead into
+  uint32_t entries = 0;
+
+  void classify_symlink(const fs::path& p, FileEntry& fe) {
+    fe.is_symlink = true;
+    std::error_code ec;
+    fe.link_text = fs::read_symlink(p, ec).string();
+    fs::path target = fs::canonical(p, ec);
+    if (ec) {
+      fe.dangling = true;
+      // Where would it point? Judge containment lexically so a dangling escape is named.
+      fs::path lexical = (p.parent_path() / fe.link_text).lexically_normal();
+      if (fs::path(fe.link_text).is_absolute()) lexical = fs::path(fe.link_text).lexically_normal();
+      bool inside = false;
+      for (const auto& a : allowed) inside = inside || is_within(lexical, a);
+      if (!inside) fe.escapes = true;
+      return;
+    }
+    bool inside = false;
+    for (const auto& a : allowed) inside = inside || is_within(target, a);
+    if (!inside) {
+      fe.escapes = true;
+      return;
+    }
+    struct stat st{};
+    if (::stat(target.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      fe.unreadable = true;
+      fe.error = S_ISDIR(st.st_mode) ? "link to a directory" : "not a regular file";
+      return;
+    }
+    fe.abs = target;
+    fe.size = static_cast<uint64_t>(st.st_size);
+  }
+
+  void walk(const fs::path& dir, const std::string& prefix, uint32_t depth) {
+    std::error_code ec;
+    fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+    if (ec) return;
+    std::vector<fs::directory_entry> children;
+    for (; it != fs::directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      children.push_back(*it);
+    }
+    std::sort(children.begin(), children.end(), [](const auto& a, const auto& b) { return a.path() < b.path(); });
+    for (const auto& de : children) {
+      if (++entries > opts.max_walk_entries) return;
+      std::string name = de.path().filename().string();
+      std::string rel = prefix.empty() ? name : prefix + "/" + name;
+      if (depth == 0 && name == ".git") continue;  // git's own objects are not the checkpoint
+      std::error_code sec;
+      auto status = de.symlink_status(sec);
+      if (sec) continue;
+      if (fs::is_directory(status)) {
+        if (depth + 1 < opts.max_walk_depth) walk(de.path(), rel, depth + 1);
+        continue;
+      }
+      FileEntry fe;
+      fe.rel = rel;
+      if (fs::is_symlink(status)) {
+        classify_symlink(de.path(), fe);
+        if (!fe.dangling && !fe.escapes && fe.unreadable && fe.error == "link to a directory") continue;
+      } else if (fs::is_regular_file(status)) {
+        fe.abs = de.path();
+        fe.size = de.file_size(sec);
+        if (sec) {
+          fe.unreadable = true;
+          fe.error = sec.message();
+        }
+      } else {
+        continue;  // sockets, fifos, devices: never opened
+      }
+      if (fe.readable() && fe.size <= limits::kLfsPointerMaxBytes && fe.size > 0) {
+        std::string head;
+        if (auto e = io::read_prefix(fe.abs, 64, head); !e.empty()) {
+          fe.unreadable = true;
+          fe.error = e;
+        } else if (head.rfind("version https://git-lfs.github.com/spec/", 0) == 0) {
+          fe.lfs_pointer = true;
+        }
+      }
+      ck.files.push_back(std::move(fe));
+    }
+  }
+};
+
+void scan_cache_state(Checkpoint& ck) {
+  const CacheInfo& ci = *ck.cache;
+  std::error_code ec;
+  // refs/ (nested names such as refs/pr/1 live in subdirectories)
+  fs::path refs = ci.repo_dir / "refs";
+  if (fs::is_directory(refs, ec)) {
+    for (auto it = fs::recursive_directory_iterator(refs, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file()) continue;
+      RefInfo r;
+      r.name = it->path().lexically_relative(refs).generic_string();
+      io::read_file(it->path(), 4096, r.content);
+      r.well_formed = is_commit_hash(r.content);
+      std::string commit = r.content;
+      while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) commit.pop_back();
+      r.snapshot_exists = is_commit_hash(commit) && fs::is_directory(ci.repo_dir / "snapshots" / commit);
+      ck.cache_state.refs.push_back(std::move(r));
+    }
+  }
+  // blobs/*.incomplete: interrupted downloads (<etag>.incomplete or <etag>.<uuid>.incomplete)
+  fs::path blobs = ci.repo_dir / "blobs";
+  if (fs::is_directory(blobs, ec)) {
+    for (auto it = fs::directory_iterator(blobs, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (!ends_with(name, ".incomplete")) continue;
+      IncompleteBlob b;
+      b.path = "blobs/" + name;
+      std::error_code sec;
+      b.size = it->is_regular_file(sec) ? it->file_size(sec) : 0;
+      std::string etag = name.substr(0, name.find('.'));
+      for (const auto& f : ck.files) {
+        if (!f.is_symlink) continue;
+        std::string target = fs::path(f.link_text).filename().string();
+        if (target == etag) b.used_by.push_back(f.rel);
+      }
+      ck.cache_state.incomplete.push_back(std::move(b));
+    }
+  }
+}
+
+}  // namespace
+
+LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
+  LoadResult result;
+  Checkpoint ck;
+  ck.target = target;
+  std::error_code ec;
+  fs::path p(target);
+  fs::file_status st = fs::status(p, ec);
+
+  if (!ec && fs::is_directory(st)) {
+    ck.root = fs::canonical(p, ec);
+    if (ec) {
+      result.error = LoadError{target + ": " + ec.message()};
+      return result;
+    }
+    // A repo folder of the cache itself: resolve refs/main.
+    fs::path maybe_repo = ck.root;
+    if (maybe_repo.filename().string().rfind("models--", 0) == 0 && fs::is_directory(maybe_repo / "snapshots")) {
+      std::string commit;
+      if (io::read_file(maybe_repo / "refs" / "main", 4096, commit).empty() && is_commit_hash(commit) &&
+          fs::is_directory(maybe_repo / "snapshots" / commit)) {
+        ck.root = maybe_repo / "snapshots" / commit;
+      } else {
+        result.error = LoadError{target + ": a cache repo folder whose refs/main does not name a snapshot; pass a snapshot directory"};
+        return result;
+      }
+    }
+    fs::path parent = ck.root.parent_path();
+    if (parent.filename() == "snapshots" && parent.parent_path().filename().string().rfind("models--", 0) == 0) {
+      CacheInfo ci;
+      ci.repo_dir = parent.parent_path();
+      ci.cache_root = ci.repo_dir.parent_path();
+      ci.commit = ck.root.filename().string();
+      std::string folder = ci.repo_dir.filename().string().substr(8);
+      size_t sep = folder.find("--");
+      ci.repo_id = sep == std::string::npos ? folder : folder.substr(0, sep) + "/" + folder.substr(sep + 2);
+      ck.cache = ci;
+    }
+  } else if (!ec && fs::exists(st)) {
+    result.error = LoadError{target + ": not a directory (pass the model directory, a cache snapshot directory, or org/name[@revision])"};
+    return result;
+  } else if (looks_like_repo_id(target)) {
+    size_t at = target.rfind('@');
+    std::string repo_id = at == std::string::npos ? target : target.substr(0, at);
+    std::string revision = at == std::string::npos ? "main" : target.substr(at + 1);
+    if (revision.empty()) revision = "main";
+    CacheInfo ci;
+    ci.cache_root = hf_cache_root();
+    ci.repo_dir = ci.cache_root / repo_folder_name(repo_id);
+    ci.repo_id = repo_id;
+    ci.revision = revision;
+    if (!fs::is_directory(ci.repo_dir, ec)) {
+      result.error = LoadError{repo_id + " is not in the local Hugging Face cache (looked in " + ci.repo_dir.string() +
+                               "; set HF_HUB_CACHE or HF_HOME, or run `ckpt fetch " + target + "`)"};
+      return result;
+    }
+    if (is_commit_hash(revision)) {
+      ci.commit = revision;
+    } else {
+      if (revision.find("..") != std::string::npos || revision[0] == '/') {
+        result.error = LoadError{"revision '" + revision + "' is not a valid ref name"};
+        return result;
+      }
+      std::string content;
+      if (auto e = io::read_file(ci.repo_dir / "refs" / revision, 4096, content); !e.empty()) {
+        std::string known;
+        for (auto it = fs::directory_iterator(ci.repo_dir / "refs", ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+          known += (known.empty() ? "" : ", ") + it->path().filename().string();
+        result.error = LoadError{repo_id + ": no ref '" + revision + "' in the cache (refs/" + revision + ": " + e +
+                                 "); known refs: " + (known.empty() ? "none" : known)};
+        return result;
+      }
+      std::string commit = content;
+      while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) commit.pop_back();
+      if (!is_commit_hash(commit)) {
+        result.error = LoadError{repo_id + ": refs/" + revision + " does not hold a 40-hex commit hash"};
+        return result;
+      }
+      ci.commit = commit;
+    }
+    ck.root = ci.repo_dir / "snapshots" / ci.commit;
+    ck.cache = ci;
+    if (!fs::is_directory(ck.root, ec)) {
+      // The ref names a snapshot that is not there: a finding (FS), not an unreadable target.
+      ck.snapshot_missing = true;
+      ck.cache->repo_dir = fs::canonical(ci.repo_dir, ec);
+      ck.cache->cache_root = ck.cache->repo_dir.parent_path();
+      scan_cache_state(ck);
+      ck.finalize();
+      result.checkpoint = std::move(ck);
+      return result;
+    }
+    ck.root = fs::canonical(ck.root, ec);
+    ck.cache->repo_dir = ck.root.parent_path().parent_path();
+    ck.cache->cache_root = ck.cache->repo_dir.parent_path();
+  } else {
+    result.error = LoadError{target + ": no such directory, and not a repo id of the form org/name[@revision]"};
+    return result;
+  }
+
+  // ---- discover ----
+  Walker w{ck, opts, {ck.root}};
+  if (ck.cache) w.allowed.push_back(fs::canonical(ck.cache->cache_root, ec));
+  w.walk(ck.root, "", 0);
+  if (ck.cache) scan_cache_state(ck);
+
+  // Index: model.safetensors.index.json first, else any top-level *.safetensors.index.json.
+  const FileEntry* index_entry = nullptr;
+  for (const auto& f : ck.files) {
+    if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".safetensors.index.json")) continue;
+    if (!index_entry || f.rel == "model.safetensors.index.json") index_entry = &f;
+  }
+
+  // Work items run in parallel: one per shard header and one per side JSON file.
+  std::vector<std::function<void()>> tasks;
+  std::vector<const FileEntry*> shard_files;
+  for (const auto& f : ck.files) {
+    if (!ends_with(f.rel, ".safetensors") || !f.readable()) continue;
+    if (f.rel.find('/') != std::string::npos) continue;  // subdirectory shards join only through the index
+    shard_files.push_back(&f);
+  }
+  if (index_entry && index_entry->readable()) {
+    ck.index.emplace();
+    parse_index(index_entry->abs, index_entry->rel, *ck.index);  // needed now: it may name subdirectory shards
+    for (const auto& [name, file] : ck.index->weight_map) {
+      if (file.find('/') == std::string::npos || !safe_relative(file)) continue;
+      const FileEntry* f = ck.file(file);
+      if (f && f->readable() && f->size > 0 &&
+          std::find(shard_files.begin(), shard_files.end(), f) == shard_files.end())
+        shard_files.push_back(f);
+    }
+  } else if (index_entry) {
+    ck.index.emplace();
+    ck.index->json.file = index_entry->rel;
+    ck.index->json.present = true;
+    ck.index->json.error = json::ParseError{"cannot read the index file", 0, 0, 0};
+  }
+  ck.shards.resize(shard_files.size());
+  for (size_t i = 0; i < shard_files.size(); ++i) {
+    tasks.emplace_back([&, i] {
+      ck.shards[i].file = shard_files[i]->rel;
+      ck.shards[i].header = st::read_header(shard_files[i]->abs);
+    });
+  }
+  auto side = [&](const char* name, JsonFile& out) {
+    const FileEntry* f = ck.file(name);
+    if (!f) return;
+    if (!f->readable()) {
+      out.file = f->rel;
+      out.present = true;
+      out.error = json::ParseError{f->lfs_pointer ? "a Git LFS pointer, not the file" : "cannot be opened", 0, 0, 0};
+      return;
+    }
+    tasks.emplace_back([&out, f] { parse_json_file(f->abs, f->rel, out); });
+  };
+  side("config.json", ck.config);
+  side("generation_config.json", ck.generation_config);
+  side("tokenizer_config.json", ck.tokenizer_config);
+  side("tokenizer.json", ck.tokenizer);
+  side("chat_template.json", ck.chat_template_json);
+  for (const auto& f : ck.files) {
+    bool is_template = f.rel == "chat_template.jinja" ||
+                       (f.rel.rfind("additional_chat_templates/", 0) == 0 && ends_with(f.rel, ".jinja"));
+    if (!is_template || !f.readable()) continue;
+    TextFile t;
+    t.file = f.rel;
+    if (io::read_file(f.abs, limits::kMaxTemplateBytes, t.text).empty()) ck.templates.push_back(std::move(t));
+  }
+
+  unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(tasks.size()));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < tasks.size();) tasks[i]();
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+
+  ck.finalize();
+  result.checkpoint = std::move(ck);
+  return result;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,192 @@
+#include <cstdio>
+#include <map>
+
+#include "ckpt/checks.h"
+#include "ckpt/json.h"
+#include "ckpt/report.h"
+
+namespace ckpt {
+
+std::string_view severity_name(Severity s) {
+  switch (s) {
+    case Severity::info: return "info";
+    case Severity::warning: return "warning";
+    case Severity::error: return "error";
+  }
+  return "error";
+}
+
+Summary count_findings(const std::vector<Finding>& findings) {
+  Summary s;
+  for (const auto& f : findings) {
+    if (f.severity == Severity::error) ++s.errors;
+    else if (f.severity == Severity::warning) ++s.warnings;
+    else ++s.infos;
+  }
+  return s;
+}
+
+static std::string plural(uint64_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+static std::string human_bytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string render_text(const Report& r, bool color) {
+  auto paint = [&](const char* code, const std::string& s) {
+    return color ? std::string("\033[") + code + "m" + s + "\033[0m" : s;
+  };
+  std::string out;
+  out += paint("1", "ckpt verify " + r.target);
+  if (!r.root.empty() && r.root != r.target) out += "  (" + r.root + ")";
+  out += "\n";
+  // Group by file; findings without a file come first under "(checkpoint)".
+  std::map<std::string, std::vector<const Finding*>> groups;
+  for (const auto& f : r.findings) groups[f.file].push_back(&f);
+  for (const auto& [file, list] : groups) {
+    out += "\n  " + paint("1", file.empty() ? "(checkpoint)" : file) + "\n";
+    for (const Finding* f : list) {
+      const char* col = f->severity == Severity::error ? "31" : f->severity == Severity::warning ? "33" : "36";
+      char sev[16];
+      std::snprintf(sev, sizeof sev, "%-7s", std::string(severity_name(f->severity)).c_str());
+      out += "    " + paint(col, sev) + " " + paint("1", f->code) + "  " + f->message + "\n";
+      if (!f->tensor.empty()) out += "                   tensor: " + f->tensor + "\n";
+      if (!f->hint.empty()) out += "                   " + paint("2", "hint: " + f->hint) + "\n";
+    }
+  }
+  if (r.findings.empty()) out += "\n  " + paint("32", "no findings") + "\n";
+  const Summary& s = r.summary;
+  std::string verdict = s.errors ? paint("31;1", "FAIL") : paint("32;1", "OK");
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.1f ms", r.elapsed_ms);
+  out += "\n" + verdict + ": " + plural(s.errors, "error") + ", " + plural(s.warnings, "warning") + ", " +
+         plural(s.infos, "info") + " — " + plural(s.files, "file") + ", " + plural(s.tensors, "tensor") + ", " +
+         human_bytes(s.bytes) + " checked in " + ms + "\n";
+  return out;
+}
+
+static void field(std::string& out, const char* key, const std::string& v, bool null_if_empty = true) {
+  out += '"';
+  out += key;
+  out += "\":";
+  if (v.empty() && null_if_empty) out += "null";
+  else json::append_quoted(out, v);
+}
+
+std::string render_json(const Report& r) {
+  std::string out = "{";
+  field(out, "ckpt_version", CKPT_VERSION, false);
+  out += ',';
+  field(out, "target", r.target, false);
+  out += ",\"findings\":[";
+  bool first = true;
+  for (const auto& f : r.findings) {
+    out += first ? "{" : ",{";
+    first = false;
+    field(out, "code", f.code, false);
+    out += ',';
+    field(out, "severity", std::string(severity_name(f.severity)), false);
+    out += ',';
+    field(out, "message", f.message, false);
+    out += ',';
+    field(out, "file", f.file);
+    out += ',';
+    field(out, "tensor", f.tensor);
+    out += ',';
+    field(out, "hint", f.hint);
+    out += '}';
+  }
+  const Summary& s = r.summary;
+  out += "],\"summary\":{\"errors\":" + std::to_string(s.errors) + ",\"warnings\":" + std::to_string(s.warnings) +
+         ",\"infos\":" + std::to_string(s.infos) + ",\"files\":" + std::to_string(s.files) +
+         ",\"tensors\":" + std::to_string(s.tensors) + ",\"bytes\":" + std::to_string(s.bytes) + "}}\n";
+  return out;
+}
+
+// GitHub workflow commands: data escapes %, CR, LF; properties also ':' and ','.
+static std::string gh_escape(const std::string& s, bool property) {
+  std::string out;
+  for (char c : s) {
+    if (c == '%') out += "%25";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else if (property && c == ':') out += "%3A";
+    else if (property && c == ',') out += "%2C";
+    else out += c;
+  }
+  return out;
+}
+
+std::string render_github(const Report& r) {
+  std::string out;
+  for (const auto& f : r.findings) {
+    const char* cmd = f.severity == Severity::error ? "error" : f.severity == Severity::warning ? "warning" : "notice";
+    out += "::";
+    out += cmd;
+    std::string props;
+    if (!f.file.empty()) props += "file=" + gh_escape(r.file_prefix + f.file, true);
+    props += std::string(props.empty() ? "" : ",") + "title=" + gh_escape(f.code, true);
+    out += " " + props;
+    std::string msg = f.code + " " + f.message;
+    if (!f.tensor.empty()) msg += " [tensor " + f.tensor + "]";
+    if (!f.hint.empty()) msg += " — " + f.hint;
+    out += "::" + gh_escape(msg, false) + "\n";
+  }
+  const Summary& s = r.summary;
+  out += "ckpt verify " + r.target + ": " + plural(s.errors, "error") + ", " + plural(s.warnings, "warning") + ", " +
+         plural(s.infos, "info") + "\n";
+  return out;
+}
+
+std::string render_sarif(const Report& r) {
+  std::string out =
+      "{\"$schema\":\"https://json.schemastore.org/sarif-2.1.0.json\",\"version\":\"2.1.0\",\"runs\":[{\"tool\":{\"driver\":{"
+      "\"name\":\"ckpt\",\"version\":\"" CKPT_VERSION "\",\"informationUri\":\"docs/checks.md\",\"rules\":[";
+  bool first = true;
+  for (const auto& c : all_checks()) {
+    out += first ? "{" : ",{";
+    first = false;
+    out += "\"id\":";
+    json::append_quoted(out, c.code);
+    out += ",\"shortDescription\":{\"text\":";
+    json::append_quoted(out, c.title);
+    out += "}}";
+  }
+  out += "]}},\"results\":[";
+  first = true;
+  for (const auto& f : r.findings) {
+    out += first ? "{" : ",{";
+    first = false;
+    out += "\"ruleId\":";
+    json::append_quoted(out, f.code);
+    out += ",\"level\":\"";
+    out += f.severity == Severity::error ? "error" : f.severity == Severity::warning ? "warning" : "note";
+    out += "\",\"message\":{\"text\":";
+    std::string msg = f.message;
+    if (!f.tensor.empty()) msg += " [tensor " + f.tensor + "]";
+    if (!f.hint.empty()) msg += " — " + f.hint;
+    json::append_quoted(out, msg);
+    out += "}";
+    if (!f.file.empty()) {
+      out += ",\"locations\":[{\"physicalLocation\":{\"artifactLocation\":{\"uri\":";
+      json::append_quoted(out, r.file_prefix + f.file);
+      out += "}}}]";
+    }
+    out += "}";
+  }
+  out += "]}]}\n";
+  return out;
+}
+
+}  // namespace ckpt

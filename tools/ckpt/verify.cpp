@@ -1,0 +1,121 @@
+// ckpt verify TARGET: header-only proof that a checkpoint is whole and consistent.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+
+#include "ckpt/checks.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/report.h"
+#include "subcommand.h"
+
+namespace ckpt::cli {
+
+namespace {
+
+std::vector<std::string> split_codes(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const auto& a : args) {
+    size_t start = 0;
+    while (start <= a.size()) {
+      size_t comma = a.find(',', start);
+      std::string item = a.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      while (!item.empty() && item.back() == ' ') item.pop_back();
+      while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+      if (!item.empty()) out.push_back(item);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+bool matches(const std::string& code, const std::vector<std::string>& patterns) {
+  for (const auto& p : patterns)
+    if (code.rfind(p, 0) == 0) return true;  // exact code or a family/prefix such as "ST" or "IX00"
+  return false;
+}
+
+int run_verify(int argc, char** argv) {
+  CLI::App app{"Verify a checkpoint from its headers: files and cache state, safetensors structure, shard index, "
+               "and every check family ckpt has. Exit 0: no error; 1: findings; 2: usage or unreadable target."};
+  app.name(argv[0]);
+  std::string target, format = "text";
+  bool deep = false, strict = false;
+  std::vector<std::string> ignore, select;
+  app.add_option("TARGET", target, "model directory, HF cache snapshot directory, or org/name[@revision] in the local HF cache")
+      ->required();
+  app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json", "github", "sarif"}));
+  app.add_flag("--deep", deep, "also read tensor data (hashes, NaN/Inf scans)");
+  app.add_flag("--strict", strict, "warnings also fail (exit 1)");
+  app.add_option("--ignore", ignore, "codes or prefixes to drop, comma-separated (e.g. ST017,IX012)");
+  app.add_option("--select", select, "only report these codes or prefixes, comma-separated (e.g. ST,IX)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  auto ignore_codes = split_codes(ignore), select_codes = split_codes(select);
+  for (const auto& c : ignore_codes)
+    if (c.size() < 2) {
+      std::fprintf(stderr, "ckpt verify: --ignore: '%s' is not a code or family prefix\n", c.c_str());
+      return 2;
+    }
+
+  auto t0 = std::chrono::steady_clock::now();
+  LoadResult loaded = load_checkpoint(target);
+  if (loaded.error) {
+    std::fprintf(stderr, "ckpt verify: %s\n", loaded.error->message.c_str());
+    return 2;
+  }
+  const Checkpoint& ck = *loaded.checkpoint;
+  VerifyOptions opts;
+  opts.deep = deep;
+  std::vector<Finding> all = run_checks(ck, opts);
+  auto t1 = std::chrono::steady_clock::now();
+
+  Report report;
+  report.target = target;
+  report.root = ck.root.string();
+  std::error_code ec;
+  if (std::filesystem::is_directory(target, ec)) {
+    report.file_prefix = target;
+    if (!report.file_prefix.empty() && report.file_prefix.back() != '/') report.file_prefix += '/';
+  }
+  for (auto& f : all) {
+    if (!ignore_codes.empty() && matches(f.code, ignore_codes)) continue;
+    if (!select_codes.empty() && !matches(f.code, select_codes)) continue;
+    report.findings.push_back(std::move(f));
+  }
+  report.summary = count_findings(report.findings);
+  report.summary.files = ck.files.size();
+  report.summary.tensors = ck.total_tensors();
+  report.summary.bytes = ck.total_bytes();
+  report.elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+
+  std::string text;
+  if (format == "json") text = render_json(report);
+  else if (format == "github") text = render_github(report);
+  else if (format == "sarif") text = render_sarif(report);
+  else {
+    const char* no_color = std::getenv("NO_COLOR");
+    bool color = isatty(STDOUT_FILENO) && !(no_color && *no_color);
+    text = render_text(report, color);
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  bool fail = report.summary.errors > 0 || (strict && report.summary.warnings > 0);
+  return fail ? 1 : 0;
+}
+
+}  // namespace
+
+CKPT_REGISTER_SUBCOMMAND("verify", "prove a checkpoint is whole, consistent and loadable (header-only)", run_verify);
+
+}  // namespace ckpt::cli
