@@ -1,0 +1,69 @@
+// The GPT-2 byte-level alphabet: every byte gets a printable code point so that BPE
+// vocabularies and merges never contain raw spaces or control bytes.
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "ckpt/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace ckpt::tok {
+
+static bool printable_byte(unsigned b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+static const std::array<uint32_t, 256>& byte_code_points() {
+  static const std::array<uint32_t, 256> cps = [] {
+    std::array<uint32_t, 256> t{};
+    uint32_t n = 0;
+    for (unsigned b = 0; b < 256; ++b) t[b] = printable_byte(b) ? b : 256 + n++;
+    return t;
+  }();
+  return cps;
+}
+
+const std::array<std::string, 256>& byte_level_symbols() {
+  static const std::array<std::string, 256> syms = [] {
+    std::array<std::string, 256> s;
+    for (unsigned b = 0; b < 256; ++b) s[b] = utf8_encode(byte_code_points()[b]);
+    return s;
+  }();
+  return syms;
+}
+
+const std::vector<std::string>& byte_level_alphabet_sorted() {
+  static const std::vector<std::string> sorted = [] {
+    std::vector<uint32_t> cps(byte_code_points().begin(), byte_code_points().end());
+    std::sort(cps.begin(), cps.end());
+    std::vector<std::string> out;
+    out.reserve(256);
+    for (uint32_t cp : cps) out.push_back(utf8_encode(cp));
+    return out;
+  }();
+  return sorted;
+}
+
+// Code points of the alphabet: 0x21..0x7E, 0xA1..0xAC, 0xAE..0xFF, 0x100..0x143.
+static bool alphabet_code_point(uint32_t cp) {
+  if (cp < 256) return printable_byte(cp);
+  return cp <= 0x143;
+}
+
+bool spelled_in_byte_level(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto cp = utf8_next(s, i);
+    if (!cp || !alphabet_code_point(*cp)) return false;
+  }
+  return true;
+}
+
+std::string to_byte_level(std::string_view raw) {
+  std::string out;
+  for (unsigned char c : raw) out += byte_level_symbols()[c];
+  return out;
+}
+
+}  // namespace ckpt::tok
