@@ -12,6 +12,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kFilesFamily,
     &checks::kSafetensorsFamily,
     &checks::kIndexFamily,
+    &checks::kTokenizerFamily,
 };
 
 static const std::vector<CheckInfo>& code_table() {
