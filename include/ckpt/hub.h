@@ -73,6 +73,7 @@ struct FetchOptions {
   uint64_t range_threshold = 64ull << 20;  // files at least this big download in parallel ranges
   unsigned range_parts = 4;             // ranges per large file
   std::function<void(const FileProgress&)> on_progress;  // may be empty
+  std::function<void(size_t files, uint64_t known_bytes)> on_plan;  // after listing; may be empty
   std::function<void(const std::string&)> on_log;        // retries, warnings; may be empty
   const std::atomic<bool>* cancel = nullptr;             // set to abort everything
 };

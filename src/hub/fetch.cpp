@@ -1394,6 +1394,11 @@ FetchResult fetch(const RepoSpec& spec, const FetchOptions& opts_in) {
     }
     return bad;
   });
+  if (ctx.opts.on_plan) {
+    uint64_t known = 0;
+    for (const auto& t : plan) known += t.size.value_or(0);
+    ctx.opts.on_plan(plan.size(), known);
+  }
   if (ctx.local) {
     ensure_local_cache_dir(ctx.repo_dir);
     res.snapshot_dir = ctx.repo_dir;

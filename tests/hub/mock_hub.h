@@ -1,0 +1,127 @@
+// A loopback-only mock of the Hugging Face Hub download endpoints, with per-file fault
+// injection, for the fetch tests and the fetch benchmark. Plain POSIX sockets (HTTP/1.1,
+// one request per connection) so faults can break the framing on purpose: wrong
+// Content-Length, FIN or RST mid-body, stalls, drips, delayed headers.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ckpt::test {
+
+enum class FaultKind {
+  none,
+  stall_after,     // send `after` body bytes, then go silent (socket open)
+  reset_after,     // send `after` body bytes, then RST
+  truncate_after,  // send `after` body bytes, then FIN (Content-Length is correct)
+  drip,            // one byte every `seconds`
+  status,          // answer `status` (5xx/408) instead of the body
+  rate_limit,      // 429 with Retry-After: `seconds` (or RateLimit t= when `ratelimit_header`)
+  wrong_length,    // Content-Length = size + 1000, then the true body and FIN
+  short_length,    // Content-Length = `after`, body cut to it (a clean, short 200)
+  corrupt,         // flip the byte at offset `after`
+  headers_delay,   // sleep `seconds` before the status line
+  forbidden,       // 403 (e.g. a signed CDN URL that expired)
+};
+
+struct Fault {
+  FaultKind kind = FaultKind::none;
+  uint64_t after = 0;
+  double seconds = 0;
+  int status = 500;
+  int times = 1;          // GETs affected before serving normally; < 0 = every GET
+  bool on_head = false;   // apply to the metadata HEAD instead of the GET
+  bool ratelimit_header = false;
+};
+
+struct MockFile {
+  std::string path;
+  std::string content;        // in-memory content, or
+  std::string disk_path;      // served from disk (bench)
+  uint64_t disk_size = 0;
+  bool lfs = false;           // etag sha256, X-Linked-*; redirected to the CDN when one is set
+  bool ignore_range = false;  // always 200 with the full body
+  Fault fault;
+  uint64_t size() const { return disk_path.empty() ? content.size() : disk_size; }
+};
+
+struct LoggedRequest {
+  std::string server;  // "hub" | "cdn"
+  std::string method;
+  std::string target;
+  std::string authorization;
+  std::string range;
+};
+
+class MockHub {
+ public:
+  MockHub();
+  ~MockHub();
+  MockHub(const MockHub&) = delete;
+  MockHub& operator=(const MockHub&) = delete;
+
+  // Repos: commits hold files; refs map revision names to commits.
+  void add_commit(const std::string& repo, const std::string& commit, std::vector<MockFile> files);
+  void set_ref(const std::string& repo, const std::string& rev, const std::string& commit);
+  // After `calls` answers of the revision API for `rev`, the ref moves to `commit`.
+  void move_ref_after(const std::string& repo, const std::string& rev, int calls, const std::string& commit);
+  void set_gated(const std::string& repo, const std::string& approved_token);  // 401 anon, 403 others
+  void set_private(const std::string& repo, const std::string& token);       // 401/404 as RepoNotFound
+  void set_tree_page_size(size_t n) { tree_page_size_ = n; }
+  void enable_cdn();  // LFS files redirect (302, absolute) to a second server on another port
+  void set_fault(const std::string& repo, const std::string& path, Fault f);
+
+  std::string endpoint() const;  // http://127.0.0.1:<port>
+  int cdn_port() const { return cdn_port_; }
+  std::vector<LoggedRequest> log() const;
+  int count(const std::string& server, const std::string& method, const std::string& target_prefix) const;
+
+  static std::string sha256_hex(const std::string& data);
+  static std::string git_sha1_hex(const std::string& data);
+  static std::string etag_of(const MockFile& f);
+
+ private:
+  struct Repo {
+    std::map<std::string, std::vector<MockFile>> commits;
+    std::map<std::string, std::string> refs;
+    struct Move {
+      std::string rev;
+      int calls;
+      std::string commit;
+    };
+    std::vector<Move> moves;
+    std::map<std::string, int> rev_calls;
+    std::string gated_token, private_token;
+    bool gated = false, priv = false;
+    std::map<std::string, Fault> faults;
+    std::map<std::string, int> fault_hits;
+  };
+  struct Request;
+  void serve(int listen_fd, const std::string& name);
+  void handle(int fd, const std::string& name);
+  void route_hub(int fd, Request& rq);
+  void route_cdn(int fd, Request& rq);
+  void serve_file(int fd, Request& rq, const std::string& repo, const MockFile& f, const std::string& commit,
+                  bool cdn);
+  bool wait(int fd, double seconds);  // false when stopping or the peer hung up
+
+  mutable std::mutex mu_;
+  std::map<std::string, Repo> repos_;
+  std::map<std::string, std::pair<std::string, std::string>> cdn_blobs_;  // etag -> repo, path
+  size_t tree_page_size_ = 1000;
+  int hub_fd_ = -1, cdn_fd_ = -1;
+  int hub_port_ = 0, cdn_port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::vector<std::thread> acceptors_;
+  std::mutex conn_mu_;
+  std::vector<std::thread> conns_;
+  std::vector<int> open_fds_;
+  std::vector<LoggedRequest> log_;
+};
+
+}  // namespace ckpt::test

@@ -1,0 +1,88 @@
+// Pure helpers of the hub module, including hostile inputs.
+#include <gtest/gtest.h>
+
+#include "ckpt/hub.h"
+#include "hub/hash.h"
+#include "hub/http.h"
+
+using namespace ckpt::hub;
+
+TEST(HubSpec, ParsesRepoAndRevision) {
+  std::string err;
+  auto s = parse_repo_spec("Qwen/Qwen2.5-0.5B@refs/pr/1", &err);
+  ASSERT_TRUE(s) << err;
+  EXPECT_EQ(s->repo_id, "Qwen/Qwen2.5-0.5B");
+  EXPECT_EQ(s->revision, "refs/pr/1");
+  auto d = parse_repo_spec("org/name", &err);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->revision, "main");
+  EXPECT_FALSE(d->revision_given);
+  auto ds = parse_repo_spec("datasets/org/name@v1", &err);
+  ASSERT_TRUE(ds);
+  EXPECT_EQ(ds->repo_type, "dataset");
+  EXPECT_EQ(repo_folder(*ds), "datasets--org--name");
+}
+
+TEST(HubSpec, RejectsHostileSpecs) {
+  std::string err;
+  for (const char* bad : {"", "noslash", "a/b/c", "../x", "a/..", "org/name@", "@rev", "a--b/c", "org/na me",
+                          "org/name@../../etc", "org/name@/abs", "/org/name", "org/", "/name"}) {
+    EXPECT_FALSE(parse_repo_spec(bad, &err)) << bad;
+  }
+  std::string ctrl = "org/name@ma\nin";
+  EXPECT_FALSE(parse_repo_spec(ctrl, &err));
+  EXPECT_FALSE(parse_repo_spec(std::string(300, 'a') + "/b", &err));
+}
+
+TEST(HubPaths, SafeRepoPath) {
+  EXPECT_TRUE(safe_repo_path("model.safetensors"));
+  EXPECT_TRUE(safe_repo_path("a/b/c.json"));
+  EXPECT_TRUE(safe_repo_path(".gitattributes"));
+  for (const char* bad : {"", "/etc/passwd", "../x", "a/../../x", "a/./b", "a//b", "a\\b", "C:/x", "a/", "..", "."})
+    EXPECT_FALSE(safe_repo_path(bad)) << bad;
+  EXPECT_FALSE(safe_repo_path(std::string("a\0b", 3)));
+}
+
+TEST(HubPaths, GlobsMatchLikeHuggingfaceHub) {
+  EXPECT_TRUE(glob_match("*.json", "config.json"));
+  EXPECT_TRUE(glob_match("*.json", "sub/tokenizer.json"));  // fnmatch: '*' crosses '/'
+  EXPECT_TRUE(glob_match("sub/", "sub/x.bin"));
+  EXPECT_FALSE(glob_match("*.safetensors", "model.bin"));
+  EXPECT_TRUE(glob_match("model-0000[1-2]-*", "model-00002-of-00002.safetensors"));
+}
+
+TEST(HubUrl, PercentEncoding) {
+  EXPECT_EQ(percent_encode("refs/pr/1", false), "refs%2Fpr%2F1");
+  EXPECT_EQ(percent_encode("dir/a b+c.json", true), "dir/a%20b%2Bc.json");
+  EXPECT_EQ(is_commit(std::string(40, 'a')), true);
+  EXPECT_EQ(is_commit(std::string(40, 'A')), false);
+  EXPECT_EQ(is_commit("main"), false);
+}
+
+TEST(HubUrl, OriginsAndLocations) {
+  using namespace ckpt::hub::detail;
+  EXPECT_EQ(url_origin("https://Huggingface.co/api/x?y"), "https://huggingface.co");
+  EXPECT_EQ(url_origin("http://user@127.0.0.1:8080/x"), "http://127.0.0.1:8080");
+  EXPECT_EQ(resolve_location("http://h:1/a/b?q", "/c/d?e"), "http://h:1/c/d?e");
+  EXPECT_EQ(resolve_location("http://h:1/a/b", "https://cdn/x"), "https://cdn/x");
+  EXPECT_EQ(resolve_location("http://h:1/a/b", "//cdn/x"), "http://cdn/x");
+  EXPECT_EQ(resolve_location("http://h:1/a/b", "c"), "http://h:1/a/c");
+}
+
+TEST(HubHash, GitBlobSha1AndSha256) {
+  using namespace ckpt::hub::detail;
+  Hasher g(EtagKind::git_sha1, 6);
+  g.update("hello\n", 6);
+  EXPECT_EQ(g.hex_digest(), "ce013625030ba8dba906f756967f9e9ca394464a");  // git hash-object
+  Hasher s(EtagKind::sha256, 0);
+  s.update("abc", 3);
+  EXPECT_EQ(s.hex_digest(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(etag_kind(std::string(64, 'f')), EtagKind::sha256);
+  EXPECT_EQ(etag_kind(std::string(40, '0')), EtagKind::git_sha1);
+  EXPECT_EQ(etag_kind("\"abc\""), EtagKind::opaque);
+}
+
+TEST(HubErrors, KindNamesAreDistinct) {
+  EXPECT_EQ(error_kind_name(ErrorKind::gated), "gated");
+  EXPECT_EQ(error_kind_name(ErrorKind::integrity), "integrity");
+}
