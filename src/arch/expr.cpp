@@ -67,8 +67,10 @@ struct Parser {
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
       int64_t v = 0;
       while (p < s.size() && std::isdigit(static_cast<unsigned char>(s[p]))) {
-        if (v > (INT64_MAX - 9) / 10) return fail("number too large");
-        v = v * 10 + (s[p++] - '0');
+        int d = s[p] - '0';
+        if (v > (INT64_MAX - d) / 10) return fail("number too large");
+        v = v * 10 + d;
+        ++p;
       }
       out.push_back({Expr::Num, v});
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {

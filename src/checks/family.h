@@ -17,6 +17,9 @@ struct FamilyDef {
 extern const FamilyDef kFilesFamily;        // FS  files_cache.cpp
 extern const FamilyDef kSafetensorsFamily;  // ST  safetensors_structure.cpp
 extern const FamilyDef kIndexFamily;        // IX  shard_index.cpp
+extern const FamilyDef kConfigFamily;       // CF  config.cpp
+extern const FamilyDef kArchitectureFamily; // AR  architecture.cpp
+extern const FamilyDef kQuantizationFamily; // QZ  quantization.cpp
 extern const FamilyDef kTokenizerFamily;    // TK  tokenizer.cpp
 
 }  // namespace ckpt::checks

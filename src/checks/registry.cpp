@@ -12,6 +12,9 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kFilesFamily,
     &checks::kSafetensorsFamily,
     &checks::kIndexFamily,
+    &checks::kConfigFamily,
+    &checks::kArchitectureFamily,
+    &checks::kQuantizationFamily,
     &checks::kTokenizerFamily,
 };
 

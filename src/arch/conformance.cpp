@@ -1,0 +1,821 @@
+// Config <-> tensor conformance: the tensors config.json implies (arch tables) and the
+// packed geometry the declared quantization implies (quant schemes), against the headers.
+#include "arch/conformance.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ckpt/quant.h"
+
+namespace ckpt::arch {
+
+namespace {
+
+using quant::Format;
+using quant::ModuleQuant;
+
+bool ends_with(std::string_view s, std::string_view suf) {
+  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
+}
+bool starts_with(std::string_view s, std::string_view pre) { return s.substr(0, pre.size()) == pre; }
+
+std::string shape_str(std::span<const uint64_t> s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+std::string shape_str(const std::vector<uint64_t>& s) { return shape_str(std::span<const uint64_t>(s)); }
+
+bool is_float(st::DType d) {
+  return d == st::DType::F16 || d == st::DType::BF16 || d == st::DType::F32 || d == st::DType::F64;
+}
+bool is_int(st::DType d) {
+  return d == st::DType::U8 || d == st::DType::I8 || d == st::DType::I16 || d == st::DType::U16 ||
+         d == st::DType::I32 || d == st::DType::U32 || d == st::DType::I64 || d == st::DType::U64;
+}
+
+// Generic tower / side-model prefixes recognised for every architecture.
+constexpr std::string_view kTowerPrefixes[] = {
+    "vision_tower.", "model.vision_tower.", "multi_modal_projector.", "model.multi_modal_projector.",
+    "model.visual.", "visual.", "vision_model.", "model.vision_model.", "audio_tower.",
+    "model.audio_tower.", "model.embed_vision.", "model.embed_audio.", "embed_vision.",
+    "embed_audio.", "mtp.", "audio_model.", "vision_embed_tokens.", "model.mm_projector.",
+    "mm_projector.", "model.vision_embed_tokens."};
+
+// Final name segments that mark a quantization companion (module = name minus segment).
+struct Companion {
+  std::string_view suffix;
+};
+constexpr std::string_view kCompanionSuffixes[] = {
+    ".scales", ".biases", ".weight_packed", ".weight_scale", ".weight_shape", ".weight_zero_point",
+    ".weight_g_idx", ".weight_global_scale", ".qweight", ".qzeros", ".g_idx", ".weight_scale_inv",
+    ".SCB", ".weight_format", ".weight.absmax", ".weight.quant_map", ".weight.nested_absmax",
+    ".weight.nested_quant_map", ".weight.quant_state.bitsandbytes__nf4",
+    ".weight.quant_state.bitsandbytes__fp4", ".weight_scale_2", "_blocks", "_scales"};
+// Activation-side scales that may accompany any quantized module.
+constexpr std::string_view kActivationSuffixes[] = {".input_scale", ".input_zero_point",
+                                                    ".input_global_scale", ".output_scale",
+                                                    ".k_scale", ".v_scale"};
+
+std::optional<std::string_view> companion_module(std::string_view name) {
+  for (auto s : kCompanionSuffixes)
+    if (ends_with(name, s)) return name.substr(0, name.size() - s.size());
+  return std::nullopt;
+}
+
+struct Engine {
+  const ConformanceInput& in;
+  unsigned fam;
+  FindingSink& sink;
+
+  ConfigView view;
+  std::optional<quant::QuantScheme> scheme;
+  std::unordered_map<std::string_view, size_t> by_name;
+  std::vector<uint8_t> consumed;
+  std::unordered_map<std::string_view, uint32_t> companions;  // module -> count of companions
+
+  std::map<std::string, size_t> capped;  // code -> emitted count
+  std::map<std::string, size_t> overflow;
+
+  Engine(const ConformanceInput& i, unsigned f, FindingSink& s) : in(i), fam(f), sink(s) {}
+
+  void emit(const char* code, Severity sev, std::string msg, std::string file, std::string tensor,
+            std::string hint) {
+    unsigned need = code[0] == 'C' ? kCF : code[0] == 'A' ? kAR : kQZ;
+    if (!(fam & need)) return;
+    size_t& n = capped[code];
+    if (n >= 25 && sev != Severity::error) {
+      ++overflow[code];
+      return;
+    }
+    if (n >= 50) {
+      ++overflow[code];
+      return;
+    }
+    ++n;
+    sink.add(code, sev, std::move(msg), std::move(file), std::move(tensor), std::move(hint));
+  }
+
+  const ActualTensor* get(std::string_view name) {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : &in.tensors[it->second];
+  }
+  void consume(std::string_view name) {
+    auto it = by_name.find(name);
+    if (it != by_name.end()) consumed[it->second] = 1;
+  }
+  std::string file_of(std::string_view name) {
+    const ActualTensor* t = get(name);
+    return t ? std::string(t->file) : in.index_file;
+  }
+
+  // ---- CF -------------------------------------------------------------------------------
+  void config_findings() {
+    const std::string& cf = in.config_file;
+    for (const auto& is : view.issues) {
+      switch (is.kind) {
+        case ConfigIssue::MissingRequired:
+          emit("CF003", Severity::error, is.message, cf, "", is.hint);
+          break;
+        case ConfigIssue::WrongType:
+          emit("CF004", Severity::error, is.message, cf, "", is.hint);
+          break;
+        case ConfigIssue::Defaulted:
+          emit("CF005", Severity::info, is.message, cf, "", is.hint);
+          break;
+        case ConfigIssue::LoadersDisagree:
+          emit("CF006", Severity::warning, is.message, cf, "", is.hint);
+          break;
+        case ConfigIssue::Inconsistent:
+          emit("CF007", is.error ? Severity::error : Severity::warning, is.message, cf, "", is.hint);
+          break;
+        case ConfigIssue::Note:
+          emit("CF008", Severity::info, is.message, cf, "", is.hint);
+          break;
+      }
+    }
+    // MoE detection (incidents §1.6)
+    bool type_moe = model_type_implies_moe(view.model_type) || model_type_implies_moe(view.text_model_type);
+    if (view.experts.explicit_dense && type_moe)
+      emit("CF009", Severity::info,
+           view.experts.field + " = 1: an explicit single expert means a dense model, although model_type \"" +
+               view.model_type + "\" suggests MoE",
+           cf, "", "");
+    if (type_moe && view.experts.count == 0 && view.arch && view.arch->moe && !view.dim("E"))
+      emit("CF009", Severity::warning,
+           "model_type \"" + view.model_type +
+               "\" is a mixture of experts but no expert count (num_local_experts / num_experts / "
+               "n_routed_experts) was found outside vision/audio configs",
+           cf, "", "set the expert count in the text config");
+    // phi3 longrope factor lengths (T:phi3 validate_rope)
+    if (view.arch && view.arch->model_type == "phi3") {
+      const json::Value* rs = view.text->find("rope_scaling");
+      if (rs && rs->is_object()) {
+        int64_t hd = view.dim_or("hd", 0);
+        double prf = view.text->get_number("partial_rotary_factor").value_or(1.0);
+        int64_t want = static_cast<int64_t>(static_cast<double>(hd) * prf) / 2;
+        for (const char* k : {"long_factor", "short_factor"}) {
+          const json::Value* f = rs->find(k);
+          if (f && f->is_array() && static_cast<int64_t>(f->as_array().size()) != want)
+            emit("CF007", Severity::error,
+                 std::string("rope_scaling.") + k + " has " + std::to_string(f->as_array().size()) +
+                     " entries; head_dim x partial_rotary_factor / 2 = " + std::to_string(want),
+                 cf, "", "transformers rejects the config (Phi3Config rope validation)");
+        }
+        auto type = rs->get_string("type").value_or(rs->get_string("rope_type").value_or(""));
+        if (!type.empty() && type != "longrope" && type != "default" && type != "su" && type != "yarn" &&
+            type != "linear" && type != "dynamic")
+          emit("CF007", Severity::warning, "rope_scaling type \"" + type + "\" is not one phi3 loaders accept",
+               cf, "", "");
+      }
+    }
+  }
+
+  // ---- AR/QZ ----------------------------------------------------------------------------
+
+  struct ModuleState {
+    bool quantized = false;
+    int bits = 0, group = 0;
+    Format format = Format::None;
+  };
+  std::unordered_map<std::string, ModuleState> fused;  // fused-shard key -> first module state
+  std::unordered_map<std::string, std::string> fused_first;
+
+  static std::optional<std::pair<std::string, std::string>> fused_key(std::string_view module) {
+    for (auto [suf, key] : {std::pair{"self_attn.q_proj", "qkv"}, std::pair{"self_attn.k_proj", "qkv"},
+                            std::pair{"self_attn.v_proj", "qkv"}, std::pair{"mlp.gate_proj", "gate_up"},
+                            std::pair{"mlp.up_proj", "gate_up"}, std::pair{"gate_proj", "gate_up"},
+                            std::pair{"up_proj", "gate_up"}}) {
+      std::string_view s = suf;
+      if (ends_with(module, s) && (module.size() == s.size() || module[module.size() - s.size() - 1] == '.'))
+        return std::pair{std::string(module.substr(0, module.size() - s.size())) + key, std::string(key)};
+    }
+    return std::nullopt;
+  }
+
+  void note_fused(std::string_view module, const ModuleState& st, const std::string& file) {
+    auto k = fused_key(module);
+    if (!k) return;
+    auto it = fused.find(k->first);
+    if (it == fused.end()) {
+      fused.emplace(k->first, st);
+      fused_first.emplace(k->first, std::string(module));
+      return;
+    }
+    const ModuleState& a = it->second;
+    if (a.quantized != st.quantized || (a.quantized && (a.bits != st.bits || a.group != st.group || a.format != st.format))) {
+      auto desc = [](const ModuleState& s) {
+        if (!s.quantized) return std::string("float");
+        return std::string(quant::format_name(s.format)) + " " + std::to_string(s.bits) + "-bit g" +
+               std::to_string(s.group);
+      };
+      emit("QZ009", Severity::error,
+           std::string(module) + " is " + desc(st) + " but " + fused_first[k->first] + " is " + desc(a) +
+               "; loaders that fuse " + k->second + " need every shard quantized the same way",
+           file, std::string(module) + ".weight",
+           "vLLM raises on fused shards with different schemes; quantize them together");
+    }
+  }
+
+  // Check one tensor's shape/dtype against an expectation (non-quantized path).
+  void check_plain(const ExpectedTensor& x, const ActualTensor& a) {
+    std::vector<uint64_t> s(a.shape.begin(), a.shape.end());
+    const std::string file(a.file);
+    if (s != x.shape) {
+      diagnose_shape(x, a);
+      return;
+    }
+    if (x.dtype == DTypeRole::Model) {
+      if (!is_float(a.dtype)) {
+        emit("QZ008", Severity::error,
+             x.name + " is stored as " + std::string(st::dtype_name(a.dtype)) + " " + shape_str(s) +
+                 "; a float weight was expected (no quantization companions are present)",
+             file, x.name,
+             scheme ? "the declared scheme does not quantize this module; an integer/FP8 tensor here "
+                      "loads as garbage or fails"
+                    : "config.json declares no quantization, so loaders expect a float tensor");
+      }
+    } else if (resolve_dtype(x.dtype, view.model_dtype) != a.dtype && !(is_float(a.dtype) && x.dtype == DTypeRole::F32)) {
+      emit("AR010", Severity::warning,
+           x.name + " has dtype " + std::string(st::dtype_name(a.dtype)) + "; expected " +
+               std::string(dtype_role_name(x.dtype)),
+           file, x.name, "");
+    }
+  }
+
+  void diagnose_shape(const ExpectedTensor& x, const ActualTensor& a) {
+    std::vector<uint64_t> s(a.shape.begin(), a.shape.end());
+    const std::string file(a.file);
+    std::string base = x.name + ": stored " + shape_str(s) + " " + std::string(st::dtype_name(a.dtype)) +
+                       ", config implies " + shape_str(x.shape);
+    // transposed
+    if (s.size() == x.shape.size() && s.size() >= 2) {
+      std::vector<uint64_t> r(s.rbegin(), s.rend());
+      std::vector<uint64_t> swapped = s;
+      std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+      if ((swapped == x.shape || r == x.shape) && s != x.shape) {
+        emit("AR005", Severity::error, base + " (transposed)", file, x.name,
+             "the tensor was saved as [in, out]; Linear weights are [out, in]");
+        return;
+      }
+    }
+    // packed integer words for a float module
+    if (s.size() == x.shape.size() && !s.empty() && is_int(a.dtype) && x.shape.size() >= 2 &&
+        std::equal(s.begin(), s.end() - 1, x.shape.begin())) {
+      uint32_t word = static_cast<uint32_t>(st::dtype_bits(a.dtype));
+      if (auto b = quant::packed_bits_for(s.back(), x.shape.back(), word)) {
+        emit("AR004", Severity::error,
+             base + ": stored packed at " + std::to_string(*b) + " bits (" + std::to_string(s.back()) + " x " +
+                 std::to_string(word) + " / " + std::to_string(*b) + " = " + std::to_string(x.shape.back()) + ")",
+             file, x.name,
+             companions.count(x.module())
+                 ? "quantized tensors for a module the loader keeps float"
+                 : "a packed quantized weight without its scales or without a quantization declaration "
+                   "in config.json");
+        return;
+      }
+    }
+    // embedding / head rows vs vocab_size
+    if ((x.kind == ModuleKind::Embedding || x.name == view.head) && s.size() == 2 && x.shape.size() == 2 &&
+        s[1] == x.shape[1] && s[0] != x.shape[0] && x.shape[0] == static_cast<uint64_t>(view.dim_or("V", -1))) {
+      emit("AR006", Severity::error,
+           x.name + " has " + std::to_string(s[0]) + " rows; vocab_size is " + std::to_string(x.shape[0]), file,
+           x.name,
+           s[0] > x.shape[0] ? "the embedding was resized (added tokens) but vocab_size was not updated"
+                             : "vocab_size is larger than the stored embedding; loaders fail on the shape");
+      return;
+    }
+    // expert leading dim
+    if (x.expert < 0 && x.shape.size() >= 3 && s.size() == x.shape.size() && s[0] != x.shape[0] &&
+        std::equal(s.begin() + 1, s.end(), x.shape.begin() + 1)) {
+      emit("AR009", Severity::error,
+           x.name + " stacks " + std::to_string(s[0]) + " experts; the config says " + std::to_string(x.shape[0]) +
+               (view.experts.field.empty() ? "" : " (" + view.experts.field + ")"),
+           file, x.name, "the expert count in config.json disagrees with the stored experts");
+      return;
+    }
+    // fused gate_up split axis
+    if (x.shape.size() == 3 && s.size() == 3 && ends_with(x.name, "gate_up_proj") && s[0] == x.shape[0] &&
+        s[1] * 2 == x.shape[1] * 1 && s[2] * 1 == x.shape[2] * 2) {
+      emit("AR004", Severity::error, base + ": gate and up are concatenated on the wrong axis (expected [E, 2*I, H])",
+           file, x.name, "fuse gate_up_proj along dim 1");
+      return;
+    }
+    emit("AR004", Severity::error, base, file, x.name,
+         x.mtp ? "MTP layer (loaders drop it, vLLM's MTP head reads it)" : "");
+  }
+
+  // Quantized module: check packed geometry and companions.
+  void check_quantized(const ExpectedTensor& x, const ModuleQuant& mq) {
+    auto [O, I] = x.out_in();
+    std::vector<uint64_t> lead(x.shape.begin(), x.shape.end() - 2);
+    auto parts = quant::quantized_tensors(x.module(), lead, O, I, mq);
+    const std::string mod(x.module());
+    const ActualTensor* main_actual = nullptr;
+    bool any_present = false;
+    for (const auto& p : parts) any_present |= get(p.name) != nullptr;
+    // the module stored entirely as float although the scheme quantizes it
+    const ActualTensor* fw = get(x.name);
+    if (!companions.count(x.module()) && fw && is_float(fw->dtype)) {
+      std::vector<uint64_t> s(fw->shape.begin(), fw->shape.end());
+      consume(x.name);
+      if (s != x.shape) {
+        diagnose_shape(x, *fw);
+        return;
+      }
+      emit("QZ005", Severity::error,
+           x.name + " is a plain " + std::string(st::dtype_name(fw->dtype)) + " " + shape_str(s) + " but " +
+               mq.reason + " declares it quantized (" + std::string(quant::format_name(mq.format)) + ", " +
+               std::to_string(mq.bits) + "-bit)",
+           std::string(fw->file), x.name,
+           "add the module to the scheme's ignore/exclusion list, or quantize it");
+      note_fused(x.module(), ModuleState{false, 0, 0, Format::None}, std::string(fw->file));
+      return;
+    }
+    if (!any_present && !fw) {
+      emit("AR001", x.presence == Presence::Required ? Severity::error : Severity::warning,
+           "missing " + x.name + " " + shape_str(x.shape) + " (quantized as " +
+               std::string(quant::format_name(mq.format)) + ": expected " + parts.front().name + ")",
+           in.index_file, x.name, "");
+      return;
+    }
+    for (const auto& p : parts) {
+      const ActualTensor* a = get(p.name);
+      if (!a) {
+        if (p.presence == Presence::Required) {
+          bool zp = ends_with(p.name, "zero_point") || ends_with(p.name, ".qzeros");
+          emit(zp ? "QZ006" : "QZ002", Severity::error,
+               "missing " + p.name + " " + shape_str(p.shape) + ": " + mq.reason + " makes " + mod + " " +
+                   std::string(quant::format_name(mq.format)) + " " + std::to_string(mq.bits) + "-bit" +
+                   (zp ? " asymmetric (zero points required)" : ""),
+               in.index_file, p.name,
+               zp ? "vLLM does not check missing weights of quantized models: the zero points load as "
+                    "uninitialised memory"
+                  : "the quantized module is incomplete; the loader fails or dequantizes garbage");
+        }
+        continue;
+      }
+      consume(p.name);
+      if (p.name == x.name || ends_with(p.name, ".weight_packed") || ends_with(p.name, ".qweight") ||
+          ends_with(p.name, "_blocks"))
+        main_actual = a;
+      std::vector<uint64_t> s(a->shape.begin(), a->shape.end());
+      bool shape_ok = s == p.shape;
+      if (!shape_ok && (p.shape.empty() || (p.shape.size() == 1 && p.shape[0] == 1)) &&
+          (s.empty() || (s.size() == 1 && s[0] == 1)))
+        shape_ok = true;  // scalar vs [1]
+      if (!shape_ok) {
+        std::string msg = p.name + ": stored " + shape_str(s) + ", but " + std::string(quant::format_name(mq.format)) +
+                          " " + std::to_string(mq.bits) + "-bit" +
+                          (mq.group_size > 0 ? " group " + std::to_string(mq.group_size) : "") + " over [" +
+                          std::to_string(O) + ", " + std::to_string(I) + "] implies " + shape_str(p.shape);
+        std::string hint;
+        // diagnose the width actually stored
+        bool packed_main = &p == &parts.front() && (p.dtype == DTypeRole::U32 || p.dtype == DTypeRole::I32 ||
+                                                    p.dtype == DTypeRole::U8);
+        if (packed_main && s.size() == p.shape.size() && !s.empty()) {
+          uint32_t word = static_cast<uint32_t>(st::dtype_bits(a->dtype));
+          if (mq.format == Format::GPTQ && s.size() >= 2) {
+            if (auto b = quant::packed_bits_for(s[s.size() - 2], I, word))
+              hint = "stored packed at " + std::to_string(*b) + " bits (" + std::to_string(s[s.size() - 2]) + " x " +
+                     std::to_string(word) + " / " + std::to_string(*b) + " = " + std::to_string(I) +
+                     "), declared " + std::to_string(mq.bits);
+          } else if (mq.format == Format::AwqGemm && s.size() >= 2) {
+            if (auto b = quant::packed_bits_for(s.back(), O, word))
+              hint = "stored packed at " + std::to_string(*b) + " bits along out_features";
+          } else if (auto b = quant::packed_bits_for(s.back(), I, word)) {
+            hint = "stored packed at " + std::to_string(*b) + " bits (" + std::to_string(s.back()) + " x " +
+                   std::to_string(word) + " / " + std::to_string(*b) + " = " + std::to_string(I) + "), declared " +
+                   std::to_string(mq.bits) + " bits";
+          } else if (s.back() == I) {
+            hint = "the weight is not packed at all (last dim equals in_features)";
+          }
+        } else if (!packed_main && s.size() == p.shape.size() && !s.empty() && mq.group_size > 0 &&
+                   s.back() != p.shape.back()) {
+          hint = std::to_string(s.back()) + " groups stored; in_features / group_size = " +
+                 std::to_string(p.shape.back()) + " (group size " + std::to_string(mq.group_size) + ")";
+        }
+        emit("QZ003", Severity::error, msg, std::string(a->file), p.name, hint);
+        continue;
+      }
+      // dtype
+      st::DType want = resolve_dtype(p.dtype, view.model_dtype);
+      bool dtype_ok = a->dtype == want || (p.dtype == DTypeRole::Model && is_float(a->dtype)) ||
+                      ((want == st::DType::I32 || want == st::DType::U32) &&
+                       (a->dtype == st::DType::I32 || a->dtype == st::DType::U32)) ||
+                      (p.dtype == DTypeRole::F32 && is_float(a->dtype)) ||
+                      ((ends_with(p.name, "zero_point") || ends_with(p.name, "g_idx")) && is_int(a->dtype));
+      if (!dtype_ok)
+        emit("QZ007", Severity::error,
+             p.name + " has dtype " + std::string(st::dtype_name(a->dtype)) + "; " +
+                 std::string(quant::format_name(mq.format)) + " stores it as " + std::string(dtype_role_name(p.dtype)),
+             std::string(a->file), p.name, "");
+    }
+    // symmetric scheme but zero points present (compressed-tensors)
+    if (mq.symmetric && (mq.format == Format::CtPacked || mq.format == Format::CtInt)) {
+      std::string zp = mod + ".weight_zero_point";
+      if (const ActualTensor* a = get(zp)) {
+        consume(zp);
+        emit("QZ006", Severity::error,
+             zp + " is present but " + mq.reason + " is symmetric (weights.symmetric = true)",
+             std::string(a->file), zp, "vLLM refuses a symmetric group that carries zero points");
+      }
+    }
+    for (auto suf : kActivationSuffixes) consume(mod + std::string(suf));
+    note_fused(x.module(), ModuleState{true, mq.bits, mq.group_size, mq.format},
+               main_actual ? std::string(main_actual->file) : in.index_file);
+  }
+
+  // A weight-like tensor (Linear / Embedding / ScaledLinear).
+  void check_module(const ExpectedTensor& x) {
+    const std::string_view module = x.module();
+    const bool has_comp = companions.count(module) > 0;
+    auto [O, I] = x.out_in();
+    ModuleQuant mq;
+    if (scheme)
+      mq = scheme->for_module(module, x.kind, I, has_comp ? quant::Evidence::HasScales : quant::Evidence::NoScales);
+    if (mq.quantized) {
+      check_quantized(x, mq);
+      return;
+    }
+    // not quantized by the loader's predicate
+    if (has_comp) {
+      std::vector<std::string> names;
+      for (auto suf : kCompanionSuffixes) {
+        std::string n = std::string(module) + std::string(suf);
+        if (get(n)) {
+          names.push_back(n);
+          consume(n);
+        }
+      }
+      const ActualTensor* w = get(x.name);
+      consume(x.name);
+      std::string detail;
+      if (w) {
+        std::vector<uint64_t> s(w->shape.begin(), w->shape.end());
+        detail = " (" + x.name + " stored " + shape_str(s) + " " + std::string(st::dtype_name(w->dtype)) +
+                 ", the loader expects " + shape_str(x.shape) + " float";
+        if (is_int(w->dtype) && !s.empty() && !x.shape.empty())
+          if (auto b = quant::packed_bits_for(s.back(), x.shape.back(), st::dtype_bits(w->dtype)))
+            detail += ": packed at " + std::to_string(*b) + " bits, " + std::to_string(s.back()) + " x " +
+                      std::to_string(st::dtype_bits(w->dtype)) + " / " + std::to_string(*b) + " = " +
+                      std::to_string(x.shape.back());
+        detail += ")";
+      }
+      std::string why = scheme ? mq.reason : "config.json declares no quantization";
+      emit("QZ004", Severity::error,
+           std::string(module) + " ships quantized tensors (" + names.front() +
+               (names.size() > 1 ? " and " + std::to_string(names.size() - 1) + " more" : "") +
+               ") but the loader will not quantize it: " + why + detail,
+           w ? std::string(w->file) : file_of(names.front()), w ? x.name : names.front(),
+           "the loader builds a float module and fails on shape (\"Mismatched parameter ... shape\"); "
+           "dequantize this module or make the loader's predicate quantize it");
+      note_fused(module, ModuleState{true, 0, 0, Format::None}, in.index_file);
+      return;
+    }
+    const ActualTensor* a = get(x.name);
+    if (!a) {
+      missing(x);
+      return;
+    }
+    consume(x.name);
+    check_plain(x, *a);
+    if (scheme && scheme->method != quant::Method::None && (x.kind == ModuleKind::Linear))
+      note_fused(module, ModuleState{false, 0, 0, Format::None}, std::string(a->file));
+  }
+
+  void missing(const ExpectedTensor& x) {
+    if (x.presence != Presence::Required) return;  // optional/group handled by callers
+    emit("AR001", Severity::error,
+         "missing " + x.name + " " + shape_str(x.shape) + ": " + std::string(view.arch->model_type) +
+             " with this config.json needs it" + (x.why.empty() ? "" : " (" + std::string(x.why) + ")"),
+         in.index_file, x.name,
+         "strict loaders (mlx-lm) fail with \"Missing parameters\"; transformers initialises it randomly");
+  }
+
+  // MLX switch_mlp / fused expert layouts: rewrite the per-expert plan where the files use them.
+  void adapt_expert_layouts(std::vector<ExpectedTensor>& plan) {
+    bool any_switch = false;
+    for (const auto& t : in.tensors)
+      if (t.name.find(".switch_mlp.") != std::string_view::npos) {
+        any_switch = true;
+        break;
+      }
+    if (!any_switch) return;
+    const int64_t E = view.dim_or("E", 0);
+    std::vector<ExpectedTensor> out;
+    out.reserve(plan.size());
+    for (auto& x : plan) {
+      if (x.expert < 0) {
+        out.push_back(std::move(x));
+        continue;
+      }
+      if (x.expert != 0) continue;
+      std::string n = x.name;
+      auto p = n.find(".experts.0.");
+      if (p == std::string::npos) {
+        out.push_back(std::move(x));
+        continue;
+      }
+      std::string rest = n.substr(p + 11);
+      if (rest == "w1.weight") rest = "gate_proj.weight";
+      if (rest == "w3.weight") rest = "up_proj.weight";
+      if (rest == "w2.weight") rest = "down_proj.weight";
+      x.name = n.substr(0, p) + ".switch_mlp." + rest;
+      x.shape.insert(x.shape.begin(), static_cast<uint64_t>(E));
+      x.expert = -1;
+      out.push_back(std::move(x));
+    }
+    plan = std::move(out);
+  }
+
+  // Expert count from per-expert names, checked before the tensor walk (AR009).
+  std::unordered_set<std::string> expert_mismatch_layers;
+  void check_expert_counts(const std::vector<ExpectedTensor>& plan) {
+    const int64_t E = view.dim_or("E", 0);
+    // containers: "<...>.experts." prefixes in the plan
+    std::unordered_map<std::string, int64_t> want;  // container prefix -> E
+    for (const auto& x : plan)
+      if (x.expert == 0) {
+        auto p = x.name.find(".experts.0.");
+        if (p != std::string::npos) want.emplace(x.name.substr(0, p + 9), E);
+      }
+    if (want.empty()) return;
+    std::unordered_map<std::string, int64_t> seen_max;
+    for (const auto& t : in.tensors) {
+      auto p = t.name.find(".experts.");
+      if (p == std::string_view::npos) continue;
+      size_t q = p + 9, r = q;
+      while (r < t.name.size() && r - q < 9 && t.name[r] >= '0' && t.name[r] <= '9') ++r;
+      if (r == q || r >= t.name.size() || t.name[r] != '.') continue;
+      std::string cont(t.name.substr(0, q));
+      if (!want.count(cont)) continue;
+      int64_t e = std::stoll(std::string(t.name.substr(q, r - q)));
+      auto& m = seen_max[cont];
+      m = std::max(m, e + 1);
+    }
+    size_t reported = 0;
+    for (const auto& [cont, n] : seen_max) {
+      if (n == E) continue;
+      expert_mismatch_layers.insert(cont);
+      if (reported++ < 3)
+        emit("AR009", Severity::error,
+             cont + "{e}.* holds " + std::to_string(n) + " experts; config.json says " + std::to_string(E) +
+                 (view.experts.field.empty() ? "" : " (" + view.experts.field + ")"),
+             in.index_file, cont + "0",
+             "the expert count in config.json disagrees with the checkpoint: pruned/merged experts "
+             "(REAP) need the count updated");
+    }
+    if (reported > 3)
+      emit("AR009", Severity::error,
+           std::to_string(reported - 3) + " more MoE layers disagree with the expert count " + std::to_string(E),
+           in.index_file, "", "");
+  }
+
+  bool in_mismatched_expert_layer(std::string_view name) {
+    if (expert_mismatch_layers.empty()) return false;
+    auto p = name.find(".experts.");
+    if (p == std::string_view::npos) return false;
+    return expert_mismatch_layers.count(std::string(name.substr(0, p + 9))) > 0;
+  }
+
+  void run() {
+    const json::Value& cfg = *in.config;
+    by_name.reserve(in.tensors.size() * 2);
+    for (size_t i = 0; i < in.tensors.size(); ++i) by_name.emplace(in.tensors[i].name, i);
+    consumed.assign(in.tensors.size(), 0);
+    for (const auto& t : in.tensors)
+      if (auto m = companion_module(t.name)) ++companions[*m];
+
+    view = resolve_config(cfg, [&](std::string_view n) { return by_name.count(n) > 0; });
+    if (fam & kCF) config_findings();
+    if (!(fam & (kAR | kQZ))) return;
+    scheme = quant::parse_scheme(cfg);
+
+    if (fam & kQZ && scheme) {
+      if (scheme->method == quant::Method::Unknown)
+        emit("QZ001", Severity::warning,
+             "quant_method \"" + scheme->raw_method + "\" (" + scheme->source +
+                 ") is not modelled: quantized tensors are not checked",
+             in.config_file, "", "");
+      for (const auto& p : scheme->problems)
+        emit("QZ001", Severity::error, scheme->source + ": " + p, in.config_file, "", "");
+      if (scheme->method == quant::Method::MLX) {
+        const json::Value* a = cfg.find("quantization");
+        const json::Value* b = cfg.find("quantization_config");
+        if (a && b && b->is_object() && !b->find("quant_method") && !(*a == *b))
+          emit("QZ001", Severity::warning,
+               "\"quantization\" and \"quantization_config\" differ; mlx-lm reads \"quantization\", other "
+               "loaders may read the copy",
+               in.config_file, "", "regenerate both from the same recipe");
+      }
+      if ((scheme->method == quant::Method::GPTQ || scheme->method == quant::Method::AWQ) && scheme->base.bits != 4)
+        emit("QZ010", Severity::info,
+             std::string(quant::method_name(scheme->method)) + " " + std::to_string(scheme->base.bits) +
+                 "-bit: mlx-lm only converts 4-bit GPTQ/AWQ checkpoints (vLLM and transformers accept it)",
+             in.config_file, "", "");
+      if (scheme->method == quant::Method::GPTQ && scheme->base.g_idx)
+        emit("QZ010", Severity::info, "GPTQ desc_act: the checkpoint carries g_idx, which mlx-lm rejects",
+             in.config_file, "", "");
+    }
+
+    if (!view.arch) {
+      if (fam & kAR)
+        emit("AR007", Severity::warning,
+             view.model_type.empty()
+                 ? std::string("config.json has no model_type: only structural checks ran")
+                 : "model_type \"" + view.model_type +
+                       "\" is not in ckpt's architecture registry: only structural checks ran",
+             in.config_file, "", "the tensor names and shapes were not compared with the config");
+      return;
+    }
+    bool fatal = false;
+    for (const auto& is : view.issues)
+      if (is.kind == ConfigIssue::MissingRequired || (is.kind == ConfigIssue::WrongType && is.error)) fatal = true;
+    if (fatal) {
+      if (fam & kAR)
+        emit("AR007", Severity::info,
+             "the tensor conformance check was skipped: config.json lacks or mistypes fields the shape "
+             "formulas need (see the CF findings)",
+             in.config_file, "", "");
+      return;
+    }
+
+    std::vector<ExpectedTensor> plan = expected_tensors(view, nullptr);
+    adapt_expert_layouts(plan);
+    check_expert_counts(plan);
+
+    // presence groups (kv-shared, MTP) and towers: judge by how many members are present
+    std::unordered_map<uint32_t, std::pair<size_t, size_t>> groups;  // id -> present, total
+    size_t tower_present = 0, tower_total = 0;
+    auto present_any = [&](const ExpectedTensor& x) {
+      if (get(x.name)) return true;
+      std::string_view m = x.module();
+      return companions.count(m) > 0;
+    };
+    for (const auto& x : plan) {
+      if (x.presence == Presence::Group) {
+        auto& g = groups[x.group];
+        g.second++;
+        if (present_any(x)) g.first++;
+      }
+      if (x.tower) {
+        tower_total++;
+        if (present_any(x)) tower_present++;
+      }
+    }
+    const bool tower_absent = tower_total > 0 && tower_present == 0;
+
+    for (const auto& x : plan) {
+      if (in_mismatched_expert_layer(x.name)) continue;
+      if (x.tower && tower_absent) continue;
+      bool present = present_any(x);
+      if (x.presence == Presence::Group) {
+        auto g = groups[x.group];
+        if (g.first == 0) continue;  // the whole group absent: legitimate
+        if (!present) {
+          if (x.mtp) {
+            emit("AR013", Severity::warning,
+                 "MTP layers are partly present: missing " + x.name + " " + shape_str(x.shape), in.index_file,
+                 x.name, "vLLM's MTP head needs the complete layer; transformers and mlx-lm drop MTP weights");
+          } else {
+            emit("AR011", Severity::error,
+                 "kv-shared layer " + std::to_string(x.layer) + " ships only part of its k/v: missing " + x.name +
+                     " " + shape_str(x.shape),
+                 in.index_file, x.name,
+                 "layers >= num_hidden_layers - num_kv_shared_layers may omit k_proj, v_proj and k_norm "
+                 "together or ship all three; anything in between is a broken export");
+          }
+          continue;
+        }
+      }
+      if (x.presence == Presence::Optional && !present) continue;
+      if (x.presence == Presence::Optional && x.name == view.head && present && view.tied) {
+        bool strict_fail = view.arch && !view.arch->strict_loader_pops_tied_head;
+        emit("AR012", strict_fail ? Severity::warning : Severity::info,
+             view.head + " is present although tie_word_embeddings is true" +
+                 (strict_fail ? std::string(": mlx-lm's ") + std::string(view.arch->model_type) +
+                                    " does not pop it, so strict loading fails (\"Received 1 parameters not in model\")"
+                              : std::string(": loaders ignore it and use the embedding")),
+             file_of(view.head), view.head, "drop lm_head.weight or set tie_word_embeddings to false");
+      }
+      const bool weight_like = (x.kind == ModuleKind::Linear || x.kind == ModuleKind::Embedding ||
+                                x.kind == ModuleKind::ScaledLinear) &&
+                               x.shape.size() >= 2 && !x.tower;
+      if (weight_like) {
+        check_module(x);
+        continue;
+      }
+      const ActualTensor* a = get(x.name);
+      if (!a) {
+        missing(x);
+        continue;
+      }
+      consume(x.name);
+      check_plain(x, *a);
+    }
+
+    if (tower_absent)
+      emit("AR008", Severity::info,
+           "the vision tower this config describes is absent (" + std::to_string(tower_total) +
+               " tensors); text-only loaders do not need it",
+           in.index_file, "", "");
+
+    // leftovers
+    std::map<std::string, size_t> towers;
+    std::vector<size_t> unexpected;
+    size_t dropped = 0;
+    std::string dropped_example;
+    for (size_t i = 0; i < in.tensors.size(); ++i) {
+      if (consumed[i]) continue;
+      const auto& t = in.tensors[i];
+      if (in_mismatched_expert_layer(t.name)) continue;
+      if (!dropped_by_loaders(t.name).empty()) {
+        if (dropped++ == 0) dropped_example = std::string(t.name);
+        continue;
+      }
+      bool tw = false;
+      for (const auto& p : view.tower_prefixes)
+        if (starts_with(t.name, p)) {
+          towers[p]++;
+          tw = true;
+          break;
+        }
+      if (!tw)
+        for (auto p : kTowerPrefixes)
+          if (starts_with(t.name, p)) {
+            towers[std::string(p)]++;
+            tw = true;
+            break;
+          }
+      if (tw) continue;
+      unexpected.push_back(i);
+    }
+    if (dropped) {
+      bool strict_fail = !view.arch->strict_loader_drops_inv_freq;
+      emit("AR003", strict_fail ? Severity::warning : Severity::info,
+           std::to_string(dropped) + " tensor(s) such as " + dropped_example + " are " +
+               std::string(dropped_by_loaders(dropped_example)) +
+               (strict_fail ? std::string("; mlx-lm's ") + std::string(view.arch->model_type) +
+                                  " sanitize does not drop them, so its strict load fails"
+                            : std::string("; mlx-lm drops them too")),
+           file_of(dropped_example), dropped_example, "remove the rotary buffers from the checkpoint");
+    }
+    for (const auto& [p, n] : towers)
+      emit("AR008", Severity::info,
+           std::to_string(n) + " tensor(s) under " + p + "* belong to a vision/audio tower or MTP head: "
+           "recognised and left unchecked",
+           in.index_file, "", "");
+    for (size_t i : unexpected) {
+      const auto& t = in.tensors[i];
+      std::string n(t.name);
+      std::string hint = "mlx-lm's strict load rejects it (\"Received parameters not in model\"); transformers ignores "
+                         "it with a warning";
+      int64_t L = view.dim_or("L", 0);
+      std::string lp = view.prefix + "layers." + std::to_string(L) + ".";
+      if (starts_with(n, lp)) hint = "layer index = num_hidden_layers: an MTP layer? " + hint;
+      if (companion_module(n))
+        hint = "a quantization companion of a module the config does not imply; " + hint;
+      std::vector<uint64_t> s(t.shape.begin(), t.shape.end());
+      emit("AR002", Severity::error,
+           "unexpected tensor " + n + " " + shape_str(s) + ": " + std::string(view.arch->model_type) +
+               " with this config.json does not use it",
+           std::string(t.file), n, hint);
+    }
+    for (const auto& [code, n] : overflow)
+      sink.add(code, Severity::info, std::to_string(n) + " more " + code + " finding(s) not shown", "", "", "");
+  }
+};
+
+}  // namespace
+
+void check_conformance(const ConformanceInput& in, unsigned families, FindingSink& sink) {
+  if (!in.config) return;
+  Engine e(in, families, sink);
+  e.run();
+}
+
+}  // namespace ckpt::arch
+
+#include "ckpt/checkpoint.h"
+
+namespace ckpt::arch {
+
+ConformanceInput conformance_input(const Checkpoint& ck) {
+  ConformanceInput in;
+  in.config = ck.config.ok() ? &ck.config.value : nullptr;
+  if (!ck.config.file.empty()) in.config_file = ck.config.file;
+  if (ck.index) in.index_file = ck.index->json.file;
+  in.tensors.reserve(ck.weights().size());
+  for (const auto& [name, w] : ck.weights()) {
+    if (!w.entry) continue;
+    in.tensors.push_back(ActualTensor{name, w.entry->dtype, w.entry->shape, w.shard ? std::string_view(w.shard->file) : std::string_view()});
+  }
+  return in;
+}
+
+}  // namespace ckpt::arch

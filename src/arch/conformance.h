@@ -1,0 +1,43 @@
+// Private: config <-> tensors conformance (the engine behind the CF, AR and QZ families).
+// Header-only input: names, dtypes and shapes; tensor data is never read.
+#pragma once
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckpt/arch.h"
+#include "ckpt/finding.h"
+#include "ckpt/json.h"
+#include "ckpt/safetensors.h"
+
+namespace ckpt::arch {
+
+struct ActualTensor {
+  std::string_view name;
+  st::DType dtype;
+  std::span<const uint64_t> shape;
+  std::string_view file;  // relative path of the shard holding it
+};
+
+enum Families : unsigned { kCF = 1, kAR = 2, kQZ = 4 };
+
+struct ConformanceInput {
+  const json::Value* config = nullptr;     // parsed config.json (must be set)
+  std::string config_file = "config.json";
+  std::string index_file;                  // used as the file of "missing tensor" findings
+  std::vector<ActualTensor> tensors;       // the effective tensor set (what a loader sees)
+};
+
+// Emit the findings of the selected families (bitmask of Families).
+void check_conformance(const ConformanceInput& in, unsigned families, FindingSink& sink);
+
+}  // namespace ckpt::arch
+
+namespace ckpt {
+class Checkpoint;
+}
+namespace ckpt::arch {
+// The effective tensor set of a checkpoint (what a loader sees), its config and index file.
+ConformanceInput conformance_input(const Checkpoint& ck);
+}  // namespace ckpt::arch
