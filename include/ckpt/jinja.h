@@ -1,0 +1,141 @@
+// ckpt's own Jinja engine, reproducing Python jinja2 (3.1.6) as transformers configures it
+// for chat templates: ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks,
+// loopcontrols, the `generation` tag, a json.dumps-style `tojson`, `raise_exception` and
+// `strftime_now`. Values follow Python semantics (None vs Undefined, int/float printing,
+// code-point strings, Markup escaping, lazy select/map). Rendering is bounded by a step,
+// output, depth and string-size budget; every error carries a line and a column.
+#pragma once
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckpt/json.h"
+
+namespace ckpt::jinja {
+
+struct Options {
+  bool trim_blocks = true;
+  bool lstrip_blocks = true;
+  uint64_t max_steps = 10'000'000;     // evaluation steps per render
+  uint64_t max_output = 64ull << 20;   // bytes of rendered output (and of any one string)
+  uint32_t max_depth = 256;            // macro/call recursion and parser nesting
+  // Time used by strftime_now (seconds since the epoch, rendered in local time as
+  // transformers does). Unset = the real current time.
+  std::optional<std::time_t> now;
+};
+
+struct Error {
+  enum class Phase { parse, render };
+  Phase phase = Phase::render;
+  std::string type;     // Python-like class: TemplateSyntaxError, UndefinedError, TypeError, ...
+  std::string message;
+  std::string source;   // "chat_template.jinja", "tokenizer_config.json: chat_template", ...
+  uint32_t line = 0;    // 1-based; 0 when unknown
+  uint32_t column = 0;  // 1-based, in code points of the (decoded) template text
+  // "source:line:column: Type: message"
+  std::string format() const;
+};
+
+// Text that looks like a broken delimiter (`{-`, `-}}`, `%}`, an unbalanced `}}`, ...) and
+// that reached the rendered output as plain text.
+struct DelimiterWarning {
+  std::string fragment;
+  uint32_t line = 0;
+  uint32_t column = 0;
+  std::string format(std::string_view source) const;
+};
+
+struct RenderResult {
+  std::string output;
+  std::optional<Error> error;
+  std::vector<DelimiterWarning> delimiter_warnings;
+  bool ok() const { return !error.has_value(); }
+};
+
+class Template {
+ public:
+  // Parses `text` (a UTF-8 template). On failure returns nullptr and fills *error.
+  static std::shared_ptr<const Template> parse(std::string_view text, std::string source_name,
+                                               const Options& options, Error* error);
+  ~Template();
+
+  // Renders with the context's top-level members as variables (a JSON object).
+  RenderResult render(const json::Value& context) const;
+  RenderResult render(const json::Value& context, const Options& options) const;
+
+  const std::string& source_name() const;
+  // Top-level variable names the template reads (used to decide whether to probe
+  // `enable_thinking`); over-approximates like jinja2's meta.find_undeclared_variables.
+  bool reads_variable(std::string_view name) const;
+
+  struct Impl;
+  explicit Template(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// One-shot convenience: parse + render.
+RenderResult render_string(std::string_view text, const json::Value& context,
+                           const Options& options = {}, std::string source_name = "<template>");
+
+// ---- Chat-template discovery and the load-time probes (shared by `ckpt template check`
+// and the CT check family). ----
+
+struct TemplateSource {
+  std::string name;         // "default", "tool_use", or an additional template's name
+  std::string file;         // file it came from, relative to the model root
+  std::string origin;       // how errors name it: "chat_template.jinja",
+                            // "tokenizer_config.json: chat_template[name=tool_use]", ...
+  std::string text;
+};
+
+struct DiscoveryInput {
+  // (relative path, content) of chat_template.jinja and additional_chat_templates/*.jinja
+  std::vector<std::pair<std::string, std::string>> jinja_files;
+  const json::Value* tokenizer_config = nullptr;   // parsed tokenizer_config.json, or null
+  const json::Value* chat_template_json = nullptr; // parsed legacy chat_template.json, or null
+};
+
+struct Discovery {
+  std::vector<TemplateSource> templates;
+  std::vector<std::string> problems;  // e.g. "chat_template in tokenizer_config.json is a number"
+};
+
+// Transformers' order: separate .jinja files win over tokenizer_config.json's chat_template
+// (a string, or a list of {name, template}); the legacy chat_template.json is used last.
+Discovery discover_templates(const DiscoveryInput& in);
+
+// Special tokens from tokenizer_config.json as transformers passes them (strings only,
+// AddedToken objects reduced to their content; additional_special_tokens as a list).
+json::Value special_tokens(const json::Value* tokenizer_config);
+
+// The context with `overrides`' members placed over `base`'s (both JSON objects).
+json::Value merge_context(const json::Value& base, const json::Value& overrides);
+
+struct ProbeOutcome {
+  std::string probe;     // "bare", "tools", "thinking=true", "thinking=false", "multi-turn"
+  bool ok = true;
+  std::optional<Error> error;
+  std::vector<DelimiterWarning> delimiter_warnings;
+  std::string output;
+};
+
+struct TemplateReport {
+  TemplateSource source;
+  std::optional<Error> parse_error;
+  std::vector<ProbeOutcome> probes;  // empty when the template did not parse
+};
+
+// Parses each template and runs the probes: a bare user turn with add_generation_prompt; the
+// same with a tools list; enable_thinking true/false when the template reads it; a multi-turn
+// conversation with system, assistant, a tool call and a tool response.
+std::vector<TemplateReport> probe_templates(const std::vector<TemplateSource>& templates,
+                                            const json::Value& special_tokens,
+                                            const Options& options = {});
+
+}  // namespace ckpt::jinja

@@ -1,0 +1,118 @@
+// Public API of the engine: Template::parse / render, located errors and delimiter warnings.
+#include <algorithm>
+#include <new>
+
+#include "jinja/engine.h"
+#include "jinja/interp.h"
+
+namespace ckpt::jinja {
+
+namespace {
+std::pair<uint32_t, uint32_t> locate(const std::string& src, uint32_t pos) {
+  if (pos == UINT32_MAX) return {0, 0};
+  size_t end = std::min<size_t>(pos, src.size());
+  uint32_t line = 1, col = 1;
+  for (size_t i = 0; i < end; ++i) {
+    unsigned char c = src[i];
+    if (c == '\n') { ++line; col = 1; }
+    else if ((c & 0xC0) != 0x80) ++col;
+  }
+  return {line, col};
+}
+}  // namespace
+
+std::string Error::format() const {
+  std::string out = source.empty() ? "<template>" : source;
+  if (line) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  out += ": ";
+  out += phase == Phase::parse ? "parse error: " : "render error: ";
+  out += type.empty() ? "TemplateError" : type;
+  out += ": " + message;
+  return out;
+}
+
+std::string DelimiterWarning::format(std::string_view source) const {
+  return std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column) +
+         ": delimiter-like text '" + fragment + "' reaches the rendered output as plain text (a broken tag?)";
+}
+
+struct Template::Impl {
+  std::unique_ptr<Parsed> parsed;
+  std::string source_name;
+  Options options;
+};
+
+Template::Template(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Template::~Template() = default;
+
+std::shared_ptr<const Template> Template::parse(std::string_view text, std::string source_name, const Options& options,
+                                                Error* error) {
+  auto impl = std::make_unique<Impl>();
+  impl->source_name = std::move(source_name);
+  impl->options = options;
+  try {
+    impl->parsed = parse_template(text, options);
+  } catch (const JError& e) {
+    if (error) {
+      // Locate in the normalized text (newlines normalized exactly as jinja2 does).
+      std::string norm = normalize_source(text);
+      auto [l, c] = locate(norm, e.pos);
+      *error = Error{Error::Phase::parse, e.type, e.message, impl->source_name, l, c};
+    }
+    return nullptr;
+  } catch (const std::bad_alloc&) {
+    if (error) *error = Error{Error::Phase::parse, "MemoryError", "out of memory while parsing", impl->source_name, 0, 0};
+    return nullptr;
+  }
+  return std::make_shared<const Template>(std::move(impl));
+}
+
+const std::string& Template::source_name() const { return impl_->source_name; }
+
+bool Template::reads_variable(std::string_view name) const {
+  for (auto& n : impl_->parsed->names_read)
+    if (n == name) return true;
+  return false;
+}
+
+RenderResult Template::render(const json::Value& context) const { return render(context, impl_->options); }
+
+RenderResult Template::render(const json::Value& context, const Options& options) const {
+  RenderResult res;
+  const Parsed& p = *impl_->parsed;
+  Interp in(p, options);
+  try {
+    res.output = in.run(from_json(context));
+  } catch (const JError& e) {
+    auto [l, c] = locate(p.source, e.pos);
+    res.error = Error{Error::Phase::render, e.type, e.message, impl_->source_name, l, c};
+  } catch (const std::bad_alloc&) {
+    auto [l, c] = locate(p.source, in.cur_pos_);
+    res.error = Error{Error::Phase::render, "MemoryError", "out of memory while rendering", impl_->source_name, l, c};
+  }
+  if (res.ok()) {
+    auto hits = in.fragments_hit_;
+    std::sort(hits.begin(), hits.end());
+    hits.erase(std::unique(hits.begin(), hits.end()), hits.end());
+    for (auto& [pos, frag] : hits) {
+      auto [l, c] = locate(p.source, pos);
+      res.delimiter_warnings.push_back({frag, l, c});
+      if (res.delimiter_warnings.size() >= 20) break;
+    }
+  }
+  return res;
+}
+
+RenderResult render_string(std::string_view text, const json::Value& context, const Options& options,
+                           std::string source_name) {
+  Error err;
+  auto t = Template::parse(text, std::move(source_name), options, &err);
+  if (!t) {
+    RenderResult r;
+    r.error = err;
+    return r;
+  }
+  return t->render(context, options);
+}
+
+}  // namespace ckpt::jinja
