@@ -346,6 +346,69 @@ bool no_symlink_below(const fs::path& base, const std::string& rel) {
 // ---------------------------------------------------------------------------------------
 // Transfer of one blob into a temp file, with resume, ranges, retries and verification.
 
+// Hashes the temp file while it downloads, following the contiguous written prefix on a
+// second thread, so verification costs no extra pass over the bytes. Any truncation
+// invalidates it and verify_blob falls back to hashing the file.
+class HashFollower {
+ public:
+  HashFollower(const fs::path& p, EtagKind kind, uint64_t size) : path_(p), kind_(kind), size_(size) {
+    if (kind_ == EtagKind::opaque) return;
+    thread_ = std::thread([this] { run(); });
+  }
+  ~HashFollower() { finish(); }
+  void advance(uint64_t contiguous) {
+    uint64_t cur = avail_.load();
+    while (contiguous > cur && !avail_.compare_exchange_weak(cur, contiguous)) {
+    }
+  }
+  void invalidate() { invalid_ = true; }
+  // The digest of [0, size) when the follower saw all of it untouched, else "".
+  std::string finish() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (invalid_ || hashed_ != size_ || kind_ == EtagKind::opaque) return {};
+    if (digest_.empty()) digest_ = hasher_.hex_digest();
+    return digest_;
+  }
+
+ private:
+  void run() {
+    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      invalid_ = true;
+      return;
+    }
+    std::vector<char> buf(2u << 20);
+    while (!invalid_) {
+      uint64_t a = std::min(avail_.load(), size_);
+      if (a > hashed_) {
+        size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), a - hashed_));
+        ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(hashed_));
+        if (n <= 0) {
+          if (n < 0 && errno == EINTR) continue;
+          invalid_ = true;
+          break;
+        }
+        hasher_.update(buf.data(), static_cast<size_t>(n));
+        hashed_ += static_cast<uint64_t>(n);
+        continue;
+      }
+      if (stop_ || hashed_ == size_) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    ::close(fd);
+  }
+  fs::path path_;
+  EtagKind kind_;
+  uint64_t size_;
+  Hasher hasher_{kind_, size_};
+  std::atomic<uint64_t> avail_{0};
+  std::atomic<bool> invalid_{false}, stop_{false};
+  uint64_t hashed_ = 0;
+  std::string digest_;
+  std::thread thread_;
+};
+
 struct TransferState {
   TransferState(Ctx& c, const std::string& p, FileResult& f) : ctx(c), repo_path(p), fr(f) {}
   Ctx& ctx;
@@ -355,6 +418,7 @@ struct TransferState {
   Clock::time_point last_report{};
   std::mutex mu;
   uint64_t received_total = 0;  // across range parts (for progress)
+  HashFollower* follower = nullptr;
 
   void report(uint64_t received, bool force = false) {
     if (!ctx.opts.on_progress) return;
@@ -437,6 +501,7 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
           write_pos = 0;
           start_pos = 0;
           pos = 0;
+          if (ts.follower) ts.follower->invalidate();
         }
         return true;
       }
@@ -465,7 +530,10 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
       }
       write_pos += n;
       pos = write_pos;
-      ts.report(0);
+      if (whole_file_mode) {
+        if (ts.follower) ts.follower->advance(write_pos);
+        ts.report(write_pos);
+      }
       return true;
     };
     // Error bodies (4xx/5xx) must not be written into the file: detect by status first.
@@ -547,6 +615,7 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
     if (::ftruncate(fd, 0) != 0) {}
     have = 0;
   }
+  if (ts.follower) ts.follower->advance(have);
   if (have > 0) ctx.log(ts.repo_path + ": resuming from byte " + std::to_string(have) + " of " + std::to_string(size));
   int failures = 0;        // attempts that failed without real progress
   int total_attempts = 0;  // hard cap
@@ -604,6 +673,14 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
         uint64_t got = 0;
         for (unsigned i = 0; i < parts; ++i) got += pos[i] - starts[i];
         ts.report(have + got);
+        if (ts.follower) {
+          uint64_t contiguous = have;
+          for (unsigned i = 0; i < parts; ++i) {
+            contiguous = pos[i];
+            if (pos[i] < starts[i + 1]) break;
+          }
+          ts.follower->advance(contiguous);
+        }
         for (unsigned i = 0; i < parts; ++i)
           if (pos[i] < starts[i + 1] && !abort_all) all_done = false;
         if (all_done) break;
@@ -649,6 +726,7 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
     if (ar.restart) {
       if (::ftruncate(fd, 0) != 0) {}
       have = 0;
+      if (ts.follower) ts.follower->invalidate();
     }
     if (ar.complete) {
       have = size;
@@ -784,7 +862,8 @@ mode_t umask_mode() {
   return m;
 }
 
-bool verify_blob(Ctx& ctx, const fs::path& tmp, const Meta& meta, FileResult& fr, const std::string& path) {
+bool verify_blob(Ctx& ctx, const fs::path& tmp, const Meta& meta, FileResult& fr, const std::string& path,
+                 std::string digest = {}) {
   uint64_t sz = file_size_or_zero(tmp);
   if (sz != meta.size) {
     fr.kind = ErrorKind::integrity;
@@ -797,7 +876,7 @@ bool verify_blob(Ctx& ctx, const fs::path& tmp, const Meta& meta, FileResult& fr
     return true;
   }
   std::string err;
-  auto digest = hash_file(tmp, kind, meta.size, &err);
+  if (digest.empty()) digest = hash_file(tmp, kind, meta.size, &err);
   if (digest.empty()) {
     fr.kind = ErrorKind::io;
     fr.error = path + ": " + err;
@@ -817,14 +896,24 @@ bool obtain_verified(Ctx& ctx, TransferState& ts, const Meta& meta, const fs::pa
   FileResult& fr = ts.fr;
   for (int round = 0; round < 2; ++round) {
     uint64_t before = file_size_or_zero(tmp);
-    if (!transfer(ts, meta.location, tmp, meta.size)) {
+    // Create the file first so the follower can open it.
+    { int cfd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); if (cfd >= 0) ::close(cfd); }
+    HashFollower follower(tmp, etag_kind(meta.etag), meta.size);
+    ts.follower = &follower;
+    bool ok_transfer = transfer(ts, meta.location, tmp, meta.size);
+    if (ok_transfer) follower.advance(meta.size);
+    std::string digest = ok_transfer ? follower.finish() : std::string();
+    if (!ok_transfer) follower.invalidate();
+    follower.finish();
+    ts.follower = nullptr;
+    if (!ok_transfer) {
       // Over-the-network count for the summary.
       uint64_t now = file_size_or_zero(tmp);
       fr.downloaded += now > before ? now - before : 0;
       return false;
     }
     fr.downloaded += meta.size > before ? meta.size - before : 0;
-    if (verify_blob(ctx, tmp, meta, fr, ts.repo_path)) return true;
+    if (verify_blob(ctx, tmp, meta, fr, ts.repo_path, digest)) return true;
     std::error_code ec;
     fs::remove(tmp, ec);  // corrupt bytes are never resumed from
     fr.received = 0;
