@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ckpt/finding.h"
 #include "ckpt/json.h"
 
 namespace ckpt::jinja {
@@ -71,6 +72,10 @@ class Template {
   // Top-level variable names the template reads (used to decide whether to probe
   // `enable_thinking`); over-approximates like jinja2's meta.find_undeclared_variables.
   bool reads_variable(std::string_view name) const;
+  // Server-side-template-injection patterns found statically (no rendering): dunder
+  // attributes or keys, attr() with a computed or private name, and the lipsum/cycler/joiner
+  // globals. Each entry is "line:column: what".
+  std::vector<std::string> unsafe_accesses() const;
 
   struct Impl;
   explicit Template(std::unique_ptr<Impl> impl);
@@ -128,6 +133,7 @@ struct ProbeOutcome {
 struct TemplateReport {
   TemplateSource source;
   std::optional<Error> parse_error;
+  std::vector<std::string> unsafe_attributes;  // Template::unsafe_accesses()
   std::vector<ProbeOutcome> probes;  // empty when the template did not parse
 };
 
@@ -137,5 +143,11 @@ struct TemplateReport {
 std::vector<TemplateReport> probe_templates(const std::vector<TemplateSource>& templates,
                                             const json::Value& special_tokens,
                                             const Options& options = {});
+
+// Discovery + probes turned into CT findings (used by `ckpt template check` and `ckpt verify`):
+// CT001 parse error, CT002 bare-probe failure (errors); CT003 tools-only and CT004
+// thinking-only failures, CT005 multi-turn failure, CT006 delimiter-like text in the output,
+// CT008 malformed chat_template field (warnings); CT007 no template (info); CT009 SSTI pattern.
+std::vector<Finding> chat_template_findings(const DiscoveryInput& in, const Options& options = {});
 
 }  // namespace ckpt::jinja

@@ -21,5 +21,6 @@ extern const FamilyDef kConfigFamily;       // CF  config.cpp
 extern const FamilyDef kArchitectureFamily; // AR  architecture.cpp
 extern const FamilyDef kQuantizationFamily; // QZ  quantization.cpp
 extern const FamilyDef kTokenizerFamily;    // TK  tokenizer.cpp
+extern const FamilyDef kChatTemplateFamily; // CT  chat_template.cpp
 
 }  // namespace ckpt::checks

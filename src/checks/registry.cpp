@@ -16,6 +16,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kArchitectureFamily,
     &checks::kQuantizationFamily,
     &checks::kTokenizerFamily,
+    &checks::kChatTemplateFamily,
 };
 
 static const std::vector<CheckInfo>& code_table() {

@@ -78,12 +78,17 @@ struct NSObj : Obj {
   std::vector<std::pair<std::string, Value>> attrs;
 };
 
+struct Frame;
+struct Stmt;
+
 struct LoopObj : Obj {
   std::vector<Value>* items = nullptr;
   size_t index0 = 0;
   uint32_t depth0 = 0;
   bool has_last_changed = false;
   Value last_changed;
+  const Stmt* stmt = nullptr;        // recursive loops: the for statement
+  std::shared_ptr<Frame> outer;      // ... and the frame it runs in
 };
 
 class Interp;
@@ -179,6 +184,7 @@ struct Stmt {
   ExprP filter;                                // SetBlock / FilterBlock: Filter chain with null base
   std::shared_ptr<MacroDef> macro;             // Macro / CallBlock (the caller)
   std::vector<std::pair<ExprP, ExprP>> with_vars;
+  bool recursive = false;                      // For
   Stmt(SK k, uint32_t p) : kind(k), pos(p) {}
 };
 

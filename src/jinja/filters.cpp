@@ -129,9 +129,7 @@ static std::vector<std::string> split_ws(std::string_view s, int64_t maxsplit, b
       while (i < n && py_isspace(cps[i])) ++i;
       if (i >= n) break;
       if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {
-        size_t e = n;
-        while (e > i && py_isspace(cps[e - 1])) --e;
-        parts.push_back({i, e});
+        parts.push_back({i, n});
         break;
       }
       size_t j = i;
@@ -145,9 +143,7 @@ static std::vector<std::string> split_ws(std::string_view s, int64_t maxsplit, b
       while (i >= 0 && py_isspace(cps[i])) --i;
       if (i < 0) break;
       if (maxsplit >= 0 && int64_t(parts.size()) == maxsplit) {
-        size_t b = 0;
-        while (b < size_t(i) && py_isspace(cps[b])) ++b;
-        parts.push_back({b, size_t(i + 1)});
+        parts.push_back({0, size_t(i + 1)});
         break;
       }
       int64_t j = i;
@@ -350,6 +346,13 @@ Value Interp::call_method(const Value& self, const std::string& name, CallArgs& 
     if (v.k != K::Str) fail("TypeError", std::string(what) + " must be str, not " + type_name(v));
     return v.s();
   };
+  if (!a.kw.empty()) {
+    static const char* const kw_ok[] = {"split", "rsplit", "splitlines", "expandtabs", "format", "get"};
+    bool ok = false;
+    for (auto m : kw_ok)
+      if (name == m) ok = true;
+    if (!ok || (name == "get" && self.k == K::Dict)) fail("TypeError", type_name(self) + "." + name + "() takes no keyword arguments");
+  }
   if (self.k == K::Str) {
     const std::string& s = self.s();
     if (name == "upper") return str_val(map_case(s, true));
@@ -945,7 +948,12 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     }
     std::vector<size_t> idx(items.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return reverse ? less(keys[y], keys[x]) : less(keys[x], keys[y]); });
+    // `sort` keys are lists (make_multi_attrgetter): equal items are never ordered with `<`
+    auto lt = [&](const Value& x, const Value& y) {
+      if (n == "sort" && py_equal(x, y)) return false;
+      return less(x, y);
+    };
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return reverse ? lt(keys[y], keys[x]) : lt(keys[x], keys[y]); });
     std::vector<Value> out;
     for (size_t i : idx) out.push_back(items[i]);
     return Value::list(std::move(out));

@@ -325,6 +325,7 @@ Value Interp::call_macro(MacroObj& m, CallArgs& a) {
 
 Value Interp::call(const Value& fn, CallArgs& a) {
   if (fn.k == K::Func) return static_cast<FuncObj*>(fn.o.get())->call(*this, a);
+  if (fn.k == K::Loop) return call_loop(fn, a);
   if (fn.k == K::Undef) undefined_error(fn);
   fail("TypeError", "'" + type_name(fn) + "' object is not callable");
 }
@@ -480,8 +481,10 @@ Value Interp::getitem(const Value& obj, const Value& key) {
 }
 
 Value Interp::slice(const Value& obj, const Value* start, const Value* stop, const Value* step) {
+  // jinja2 compiles slices to a plain Python subscript (no sandbox getitem fallback)
   if (obj.k == K::Undef) undefined_error(obj);
-  if (obj.k != K::List && obj.k != K::Tuple && obj.k != K::Str) return Value::undef("'" + type_name(obj) + "' object is not subscriptable");
+  if (obj.k == K::Dict) fail("TypeError", "unhashable type: 'slice'");
+  if (obj.k != K::List && obj.k != K::Tuple && obj.k != K::Str) fail("TypeError", "'" + type_name(obj) + "' object is not subscriptable");
   int64_t b, e, st;
   if (obj.k == K::Str) {
     auto cps = decode_utf8(obj.s());
@@ -776,8 +779,8 @@ bool Interp::apply_test(int id, const std::string& name, const Value& v, CallArg
     }
     return cased;
   }
-  if (n == "filter") return arg0().k == K::Str ? false : false;
-  if (n == "test") return arg0().k == K::Str ? false : false;
+  if (n == "filter") return v.k == K::Str && filter_id(v.s()) >= 0;
+  if (n == "test") return v.k == K::Str && test_id(v.s()) >= 0;
   fail("TemplateRuntimeError", "test '" + name + "' is not supported");
 }
 
@@ -1090,6 +1093,11 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
 Interp::Flow Interp::exec_for(const Stmt* st, std::shared_ptr<Frame>& f) {
   Value seq = eval(st->expr.get(), f);
   cur_pos_ = st->pos;
+  return run_loop(st, seq, f, 0);
+}
+
+Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, std::shared_ptr<Frame>& f, uint32_t depth0) {
+  if (depth0 > opts_.max_depth) fail("BudgetExceeded", "render stopped: recursive loop deeper than " + std::to_string(opts_.max_depth));
   std::vector<Value> items = iterate(seq);
   auto frame = std::make_shared<Frame>();
   frame->parent = f;
@@ -1107,12 +1115,23 @@ Interp::Flow Interp::exec_for(const Stmt* st, std::shared_ptr<Frame>& f) {
   }
   auto lo = std::make_shared<LoopObj>();
   lo->items = &items;
-  Value outer_loop;
-  if (Value* ol = f->find("loop"); ol && ol->k == K::Loop) lo->depth0 = static_cast<LoopObj*>(ol->o.get())->depth0;
+  lo->depth0 = depth0;
+  if (st->recursive) {
+    lo->stmt = st;
+    lo->outer = f;
+  }
   Value loopv;
   loopv.k = K::Loop;
   loopv.o = lo;
   frame->set("loop", loopv);
+  struct Reset {
+    LoopObj* l;
+    ~Reset() {
+      static std::vector<Value> empty;
+      l->items = &empty;  // a loop object that escapes its loop stays inert
+      l->outer.reset();
+    }
+  } reset{lo.get()};
   for (size_t i = 0; i < items.size(); ++i) {
     lo->index0 = i;
     cur_pos_ = st->pos;
@@ -1120,10 +1139,25 @@ Interp::Flow Interp::exec_for(const Stmt* st, std::shared_ptr<Frame>& f) {
     Flow fl = exec(st->body, frame);
     if (fl == Flow::Break) break;
   }
-  lo->items = &items;  // keep valid until here; a leaked loop object becomes inert below
-  static std::vector<Value> empty;
-  lo->items = &empty;
   return Flow::Normal;
+}
+
+Value Interp::call_loop(const Value& loop, CallArgs& a) {
+  auto* lo = static_cast<LoopObj*>(loop.o.get());
+  if (!lo->stmt || !lo->outer) fail("TypeError", "Tried to call non recursive loop.  Maybe you forgot the 'recursive' modifier.");
+  if (a.pos.size() != 1) fail("TypeError", "loop() takes exactly one argument");
+  std::string buf;
+  std::string* saved = out_;
+  out_ = &buf;
+  std::shared_ptr<Frame> outer = lo->outer;
+  try {
+    run_loop(lo->stmt, a.pos[0], outer, lo->depth0 + 1);
+  } catch (...) {
+    out_ = saved;
+    throw;
+  }
+  out_ = saved;
+  return Value::str(std::move(buf));
 }
 
 // ------------------------------------------------------------------ globals

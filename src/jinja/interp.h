@@ -70,6 +70,8 @@ class Interp {
   void assign(const Expr* target, const Value& v, std::shared_ptr<Frame>& f);
   Flow exec(const Body& body, std::shared_ptr<Frame>& f);
   Flow exec_for(const Stmt* st, std::shared_ptr<Frame>& f);
+  Flow run_loop(const Stmt* st, const Value& seq, std::shared_ptr<Frame>& f, uint32_t depth0);
+  Value call_loop(const Value& loop, CallArgs& a);
   const Value* global(const std::string& name);
   void install_globals();
 

@@ -390,13 +390,14 @@ class Lexer {
     digits(q);
     bool is_float = false;
     size_t r = q;
-    if (r < n && s_[r] == '.' && r + 1 < n && std::isdigit((unsigned char)s_[r + 1])) {
+    bool after_dot = p > 0 && s_[p - 1] == '.';
+    if (!after_dot && r < n && s_[r] == '.' && r + 1 < n && std::isdigit((unsigned char)s_[r + 1])) {
       ++r;
       digits(r);
       is_float = true;
       q = r;
     }
-    if (q < n && (s_[q] == 'e' || s_[q] == 'E')) {
+    if (!after_dot && q < n && (s_[q] == 'e' || s_[q] == 'E')) {
       size_t e = q + 1;
       if (e < n && (s_[e] == '+' || s_[e] == '-')) ++e;
       if (e < n && std::isdigit((unsigned char)s_[e])) {
@@ -644,7 +645,7 @@ class Parser {
     if (!skip_name("in")) fail(cur().pos, "expected token 'in', got " + describe(cur()));
     st->expr = parse_tuple(false, false, {"recursive"});
     if (skip_name("if")) st->test = parse_expression(true);
-    if (skip_name("recursive")) fail(tag.pos, "recursive loops are not supported by ckpt", "TemplateSyntaxError");
+    if (skip_name("recursive")) st->recursive = true;
     expect_block_end();
     ++loop_depth_;
     st->body = subparse({"endfor", "else"}, &tag);

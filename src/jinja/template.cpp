@@ -75,6 +75,62 @@ bool Template::reads_variable(std::string_view name) const {
   return false;
 }
 
+namespace {
+struct UnsafeScan {
+  const std::string& src;
+  std::vector<std::string> out;
+  void note(uint32_t pos, const std::string& what) {
+    auto [l, c] = locate(src, pos);
+    out.push_back(std::to_string(l) + ":" + std::to_string(c) + ": " + what);
+  }
+  void expr(const Expr* e) {
+    if (!e) return;
+    if (e->kind == EK::Attr && e->name.rfind("__", 0) == 0) note(e->pos, "access to attribute '" + e->name + "' (sandbox escape pattern)");
+    if (e->kind == EK::Item && e->b && e->b->kind == EK::Const && e->b->cval.k == K::Str && e->b->cval.s().rfind("__", 0) == 0)
+      note(e->pos, "access to key '" + e->b->cval.s() + "' (sandbox escape pattern)");
+    if (e->kind == EK::Name && (e->name == "lipsum" || e->name == "cycler" || e->name == "joiner"))
+      note(e->pos, "use of the '" + e->name + "' global (a known route to Python internals)");
+    if (e->kind == EK::Filter && e->name == "attr") {
+      const Expr* a = e->kids.empty() ? nullptr : e->kids[0].get();
+      if (!a || a->kind != EK::Const || a->cval.k != K::Str) note(e->pos, "attr() with a computed attribute name");
+      else if (a->cval.s().rfind("_", 0) == 0) note(e->pos, "attr('" + a->cval.s() + "') on a private attribute");
+    }
+    expr(e->a.get());
+    expr(e->b.get());
+    expr(e->c.get());
+    for (auto& k : e->kids) expr(k.get());
+    for (auto& kw : e->kwargs) expr(kw.second.get());
+    expr(e->dyn_args.get());
+    expr(e->dyn_kwargs.get());
+  }
+  void body(const Body& b) {
+    for (auto& st : b) {
+      expr(st->expr.get());
+      expr(st->target.get());
+      expr(st->test.get());
+      expr(st->filter.get());
+      for (auto& br : st->branches) {
+        expr(br.first.get());
+        body(br.second);
+      }
+      for (auto& wv : st->with_vars) expr(wv.second.get());
+      if (st->macro) {
+        for (auto& d : st->macro->defaults) expr(d.get());
+        body(st->macro->body);
+      }
+      body(st->body);
+      body(st->else_body);
+    }
+  }
+};
+}  // namespace
+
+std::vector<std::string> Template::unsafe_accesses() const {
+  UnsafeScan scan{impl_->parsed->source, {}};
+  scan.body(impl_->parsed->body);
+  return scan.out;
+}
+
 RenderResult Template::render(const json::Value& context) const { return render(context, impl_->options); }
 
 RenderResult Template::render(const json::Value& context, const Options& options) const {

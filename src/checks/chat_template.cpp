@@ -1,0 +1,38 @@
+// CT: does the chat template parse and render the requests a server will make? The probes
+// (a bare user turn, tools, enable_thinking, a multi-turn tool conversation) run in ckpt's
+// own Jinja engine with transformers' environment; the logic is shared with
+// `ckpt template check` (jinja::chat_template_findings).
+#include <array>
+
+#include "checks/family.h"
+#include "ckpt/jinja.h"
+
+namespace ckpt::checks {
+
+namespace {
+
+constexpr std::array<CheckInfo, 9> kCodes{{
+    {"CT001", Severity::error, "chat template does not parse"},
+    {"CT002", Severity::error, "chat template fails on the load-time probe"},
+    {"CT003", Severity::warning, "chat template fails only when tools are passed"},
+    {"CT004", Severity::warning, "chat template fails with enable_thinking set"},
+    {"CT005", Severity::warning, "chat template fails on a multi-turn tool conversation"},
+    {"CT006", Severity::warning, "delimiter-like text reaches the rendered prompt"},
+    {"CT007", Severity::info, "no chat template"},
+    {"CT008", Severity::warning, "chat_template field is malformed"},
+    {"CT009", Severity::error, "chat template contains a sandbox-escape (SSTI) pattern"},
+}};
+
+void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
+  jinja::DiscoveryInput in;
+  for (const auto& t : ck.templates) in.jinja_files.emplace_back(t.file, t.text);
+  if (ck.tokenizer_config.ok()) in.tokenizer_config = &ck.tokenizer_config.value;
+  if (ck.chat_template_json.ok()) in.chat_template_json = &ck.chat_template_json.value;
+  for (auto& f : jinja::chat_template_findings(in)) out.add(std::move(f));
+}
+
+}  // namespace
+
+const FamilyDef kChatTemplateFamily{"CT", kCodes, run};
+
+}  // namespace ckpt::checks
