@@ -1084,7 +1084,7 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
         if (fl != Flow::Normal) return fl;
         break;
       }
-      case SK::Unsupported: fail("TemplateRuntimeError", "unsupported statement");
+      case SK::Unsupported: fail("TypeError", "no loader for this environment specified ('" + st->text + "' needs one; chat templates are self-contained)");
     }
   }
   return Flow::Normal;

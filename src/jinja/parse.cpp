@@ -597,7 +597,13 @@ class Parser {
       return st;
     }
     if (nm == "extends" || nm == "include" || nm == "import" || nm == "from") {
-      fail(p, "'" + nm + "' needs a template loader, and chat templates have none", "TemplateNotFound");
+      // jinja2 parses these and fails when rendering: transformers' environment has no loader
+      next();
+      while (cur().t != T::BlockEnd && cur().t != T::Eof) next();
+      expect_block_end();
+      auto st = std::make_unique<Stmt>(SK::Unsupported, p);
+      st->text = nm;
+      return st;
     }
     std::string msg = "Encountered unknown tag '" + nm + "'.";
     if (!outer_ends.empty()) {

@@ -210,10 +210,18 @@ std::string excerpt(const std::string& s) {
   return out;
 }
 
+// Known, documented divergences: ckpt's integers are 64-bit; Python's are unbounded. ckpt
+// raises OverflowError (a located error, never a wrong number) where Python prints a big
+// integer. No real chat template computes such numbers. The case must still be an
+// OverflowError in ckpt and a success in Python, or it is reported as a mismatch.
+bool known_divergence(const std::string& id, const Outcome& py, const Outcome& ck) {
+  return id == "bigint" && py.ok && !ck.ok && ck.error.find("OverflowError") != std::string::npos;
+}
+
 void compare_group(const std::string& group_prefix, const char* label) {
   auto& fx = fixture();
   if (!fx.oracle.available) GTEST_SKIP() << "differential test skipped: " << fx.oracle.why;
-  size_t total = 0, same_ok = 0, both_err = 0, parse_phase_match = 0;
+  size_t total = 0, same_ok = 0, both_err = 0, parse_phase_match = 0, known = 0;
   std::vector<std::string> mismatches;
   for (auto& c : fx.cases) {
     if (c.group.rfind(group_prefix, 0) != 0) continue;
@@ -224,14 +232,16 @@ void compare_group(const std::string& group_prefix, const char* label) {
     if (!py.ok && !ck.ok) {
       ++both_err;
       if (py.phase == ck.phase) ++parse_phase_match;
+      else std::printf("PHASE %s: python %s (%s), ckpt %s\n", c.id.c_str(), py.phase.c_str(), py.error.c_str(), ck.error.c_str());
       continue;
     }
+    if (known_divergence(c.id, py, ck)) { ++known; continue; }
     std::string m = c.id + "\n  python: " + (py.ok ? "ok " + excerpt(py.output) : py.error) +
                     "\n  ckpt:   " + (ck.ok ? "ok " + excerpt(ck.output) : ck.error);
     mismatches.push_back(m);
   }
-  std::printf("[%s] %zu cases: %zu identical output, %zu raise in both (%zu same phase), %zu mismatches\n", label, total,
-              same_ok, both_err, parse_phase_match, mismatches.size());
+  std::printf("[%s] %zu cases: %zu identical output, %zu raise in both (%zu same phase), %zu known divergences, %zu mismatches\n",
+              label, total, same_ok, both_err, parse_phase_match, known, mismatches.size());
   for (size_t i = 0; i < mismatches.size() && i < 40; ++i) std::printf("MISMATCH %s\n", mismatches[i].c_str());
   EXPECT_GT(total, 0u);
   EXPECT_EQ(mismatches.size(), 0u);
@@ -300,6 +310,7 @@ TEST(JinjaReference, StoredPythonResults) {
     Outcome ck = run_ckpt_case(c);
     const Outcome& py = it->second;
     if ((py.ok && ck.ok && py.output == ck.output) || (!py.ok && !ck.ok)) { ++matched; continue; }
+    if (known_divergence(c.id, py, ck)) { ++matched; continue; }
     bool uses_pop_clear = c.tmpl.find(".pop(") != std::string::npos || c.tmpl.find(".clear(") != std::string::npos;
     if (py.ok && !ck.ok && uses_pop_clear && ck.error.find("SecurityError") != std::string::npos) {
       ++exceptions_316;  // jinja2 3.1.6 forbids list.pop/clear; 3.1.2 produced this output

@@ -1,0 +1,293 @@
+// Engine behaviour that the differential corpus does not pin down: located errors, the
+// sandbox, the budget against template bombs, delimiter warnings, discovery and probes,
+// and the `ckpt template` CLI.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "ckpt/jinja.h"
+#include "ckpt/json.h"
+#include "test_support.h"
+
+using namespace ckpt;
+namespace fs = std::filesystem;
+
+namespace {
+
+json::Value J(const char* text) {
+  auto r = json::parse(text);
+  EXPECT_TRUE(r.ok()) << text;
+  return r.value;
+}
+
+jinja::RenderResult R(const std::string& tmpl, const char* ctx = "{}", jinja::Options o = {}) {
+  return jinja::render_string(tmpl, J(ctx), o, "t.jinja");
+}
+
+std::string out(const std::string& tmpl, const char* ctx = "{}") {
+  auto r = R(tmpl, ctx);
+  EXPECT_TRUE(r.ok()) << tmpl << " -> " << (r.error ? r.error->format() : "");
+  return r.output;
+}
+
+}  // namespace
+
+TEST(JinjaEngine, PythonValuePrinting) {
+  EXPECT_EQ(out("{{ [1, 'a', none, true] }}|{{ (1, 'x') }}|{{ (1,) }}|{{ {'a': 1} }}"), "[1, 'a', None, True]|(1, 'x')|(1,)|{'a': 1}");
+  EXPECT_EQ(out("{{ none }}|{{ undefined_name }}|{{ 1.0 }}|{{ 1e20 }}|{{ 3/2 }}|{{ -7//2 }}|{{ -7%3 }}"), "None||1.0|1e+20|1.5|-4|2");
+  EXPECT_EQ(out("{{ 1 == 1.0 }}{{ true == 1 }}{{ '1' == 1 }}{{ [1] == [1] }}"), "TrueTrueFalseTrue");
+  EXPECT_EQ(out("{{ '😀x'|length }}{{ 'héllo'[1] }}{{ 'abc'[::-1] }}"), "2écba");
+  EXPECT_EQ(out("{{ \"it's\" }}|{{ [\"it's\"] }}"), "it's|[\"it's\"]");
+  EXPECT_EQ(out("{% set ns = namespace(a=1) %}{{ ns }}"), "<Namespace {'a': 1}>");
+}
+
+TEST(JinjaEngine, TojsonLikeJsonDumps) {
+  EXPECT_EQ(out("{{ {'b': 1, 'a': [1.0, 'é', none]}|tojson }}"), "{\"b\": 1, \"a\": [1.0, \"é\", null]}");
+  EXPECT_EQ(out("{{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }}"), "{\"a\": 2, \"b\": 1}");
+  EXPECT_EQ(out("{{ 'é<'|tojson(ensure_ascii=true) }}"), "\"\\u00e9<\"");
+  EXPECT_EQ(out("{{ [1, {'a': 2}]|tojson(indent=2) }}"), "[\n  1,\n  {\n    \"a\": 2\n  }\n]");
+  EXPECT_EQ(out("{{ {'a': [1, 2]}|tojson(separators=(',', ':')) }}"), "{\"a\":[1,2]}");
+  EXPECT_FALSE(R("{{ nope|tojson }}").ok());
+  EXPECT_FALSE(R("{{ [1]|map('string')|tojson }}").ok());  // generators are not serializable
+}
+
+TEST(JinjaEngine, UndefinedAndNone) {
+  EXPECT_EQ(out("{{ none.x }}|{{ d.missing }}", R"({"d": {}})"), "|");
+  for (const char* bad : {"{{ d.missing.x }}", "{{ nope.x }}", "{{ nope + 'a' }}", "{{ tools|default([])|length }}"}) {
+    auto r = R(bad, R"({"d": {}, "tools": null})");
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  EXPECT_EQ(out("{{ tools is defined }}{{ tools is none }}", R"({"tools": null})"), "TrueTrue");
+  EXPECT_EQ(out("{{ 'x' if false }}|{{ x is undefined }}"), "|True");
+}
+
+TEST(JinjaEngine, MarkupAndLazyFilters) {
+  EXPECT_EQ(out("{{ ('<b>'|safe) + '<i>' }}"), "<b>&lt;i&gt;");
+  EXPECT_FALSE(R("{{ [1,2]|select|length }}").ok());
+  EXPECT_EQ(out("{{ [1,0,2]|select|list }}|{{ none|selectattr('a')|list }}"), "[1, 2]|[]");
+  EXPECT_EQ(out("{{ 'hello wORLD'|title }}|{{ 'hELLO'|capitalize }}|{{ 'a-b c'.title() }}"), "Hello World|Hello|A-B C");
+}
+
+TEST(JinjaEngine, StatementsMacrosLoops) {
+  EXPECT_EQ(out("{% macro m(a, b=2) %}{{ a }}{{ b }}{{ caller() if caller is defined }}{% endmacro %}{{ m(1) }}{{ m(1, b=3) }}"), "1213");
+  EXPECT_EQ(out("{% macro m(x) %}[{{ caller(x) }}]{% endmacro %}{% call(v) m(5) %}v={{ v }}{% endcall %}"), "[v=5]");
+  EXPECT_EQ(out("{% for a, b in [(1, 2), (3, 4)] if a > 1 %}{{ loop.index }}{{ a }}{{ b }}{% endfor %}"), "134");
+  EXPECT_EQ(out("{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}"), "02");
+  EXPECT_EQ(out("{% filter upper %}abc{% endfilter %}{% set x %}q{% endset %}{{ x }}"), "ABCq");
+  EXPECT_EQ(out("{% generation %}g{% endgeneration %}"), "g");
+  EXPECT_EQ(out("{% for x in 'ab' %}{{ loop.previtem }}{{ x }}{{ loop.nextitem }}|{% endfor %}"), "ab|ab|");
+}
+
+TEST(JinjaEngine, WhitespaceControlLikeJinja2) {
+  EXPECT_EQ(out("a\n  {% if true %}\n  b\n  {% endif %}\nc\n"), "a\n  b\nc");
+  EXPECT_EQ(out("a  {{- 'x' -}}  b"), "axb");
+  EXPECT_EQ(out("  {{ 'x' }}"), "  x");  // lstrip_blocks never applies before {{
+  EXPECT_EQ(out("a\r\nb"), "a\nb");
+  EXPECT_EQ(out("{# c #}\nx"), "x");
+}
+
+TEST(JinjaEngine, SandboxRefusesMutationAndDunders) {
+  for (const char* t : {"{% set l = [1] %}{{ l.append(2) }}", "{% set l = [1] %}{{ l.pop() }}", "{% set d = {} %}{{ d.clear() }}",
+                        "{{ ''.__class__.__mro__ }}", "{{ lipsum.__globals__['os'] }}", "{{ range(100001)|length }}"}) {
+    auto r = R(t);
+    ASSERT_FALSE(r.ok()) << t;
+  }
+  EXPECT_EQ(R("{% set l = [1] %}{{ l.pop() }}").error->type, "SecurityError");
+  EXPECT_EQ(R("{{ ''.__class__.__mro__ }}").error->type, "SecurityError");
+  EXPECT_EQ(R("{{ range(100001)|length }}").error->type, "OverflowError");
+}
+
+TEST(JinjaEngine, ParseErrorsAreLocated) {
+  auto r = R("line one\n{{ foo(}}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->phase, jinja::Error::Phase::parse);
+  EXPECT_EQ(r.error->line, 2u);
+  EXPECT_GT(r.error->column, 1u);
+  EXPECT_EQ(r.error->source, "t.jinja");
+
+  // an unclosed block is reported at its opening tag
+  r = R("x\n\n  {% if a %}\nbody\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->line, 3u);
+  EXPECT_NE(r.error->message.find("endif"), std::string::npos);
+
+  // unknown filters/tests fail when compiling, outside if-blocks, as jinja2 does
+  r = R("{% for x in y %}{{ x|nosuchfilter }}{% endfor %}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->phase, jinja::Error::Phase::parse);
+  EXPECT_EQ(r.error->type, "TemplateAssertionError");
+  EXPECT_TRUE(R("{% if false %}{{ x|nosuchfilter }}{% endif %}").ok());
+  EXPECT_FALSE(R("{% if true %}{{ 1|nosuchfilter }}{% endif %}").ok());
+
+  // columns count code points
+  r = R("é{{ 1 + }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->line, 1u);
+  EXPECT_EQ(r.error->column, 9u);
+  EXPECT_NE(r.error->format().find("t.jinja:1:9"), std::string::npos);
+}
+
+TEST(JinjaEngine, RenderErrorsAreLocatedAndDistinct) {
+  auto r = R("ok\n{{ raise_exception('boom') }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->phase, jinja::Error::Phase::render);
+  EXPECT_EQ(r.error->type, "TemplateError");
+  EXPECT_EQ(r.error->message, "boom");
+  EXPECT_EQ(r.error->line, 2u);
+}
+
+TEST(JinjaEngine, DelimiterLikeTextIsFlagged) {
+  auto r = R("{- bos_token -}}\n{{ messages[0].content }}", R"({"bos_token": "<s>", "messages": [{"content": "hi"}]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.output, "{- bos_token -}}\nhi");
+  ASSERT_EQ(r.delimiter_warnings.size(), 2u);
+  EXPECT_EQ(r.delimiter_warnings[0].fragment, "{-");
+  EXPECT_EQ(r.delimiter_warnings[0].line, 1u);
+  EXPECT_EQ(r.delimiter_warnings[0].column, 1u);
+  EXPECT_EQ(r.delimiter_warnings[1].fragment, "-}}");
+  EXPECT_EQ(r.delimiter_warnings[1].column, 14u);
+  // an unbalanced }} and a stray %} as well; balanced JSON braces are not flagged
+  EXPECT_EQ(R("{{ 'a' }}}}").delimiter_warnings.size(), 1u);
+  EXPECT_EQ(R("x %}").delimiter_warnings.size(), 1u);
+  EXPECT_TRUE(R("{\"a\": {\"b\": 1}}").delimiter_warnings.empty());
+  // a fragment in a branch that never renders does not reach the output
+  EXPECT_TRUE(R("{% if false %}{- x -}}{% endif %}").delimiter_warnings.empty());
+}
+
+TEST(JinjaEngine, BudgetStopsTemplateBombs) {
+  jinja::Options o;
+  o.max_steps = 2'000'000;
+  auto start = std::chrono::steady_clock::now();
+  for (const char* t : {"{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+                        "{{ 'A' * 1000000000 }}", "{% macro x() %}{{ x() }}{% endmacro %}{{ x() }}",
+                        "{% set ns = namespace(s='ab') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+                        "{{ 9223372036854775807 + 1 }}"}) {
+    auto r = R(t, "{}", o);
+    ASSERT_FALSE(r.ok()) << t;
+    EXPECT_GT(r.error->line, 0u) << t;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  std::string deep = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
+  auto r = R(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->phase, jinja::Error::Phase::parse);
+}
+
+TEST(JinjaEngine, HostileBytesNeverCrash) {
+  // truncated tags, stray delimiters, invalid UTF-8, NULs: parse or fail cleanly
+  const std::string samples[] = {"{{", "{%", "{#", "{{ 'abc", "{% for %}", "{% if %}{% else %}{% else %}{% endif %}",
+                                 std::string("\xff\xfe{{ '\xc3' }}\0x", 12), "{{ x[ }}", "{{ ((((( }}", "{% endfor %}",
+                                 "{% macro m(a=1, b) %}{% endmacro %}", "{{ '\\x4' }}", "{{ 0x }}", "{% set 1 = 2 %}",
+                                 "{{ a.b.c.d.e.f }}", "{% raw %}{{ x }}", "{{ {1: 2}[1] }}{{ [1,2][5] }}"};
+  for (auto& s : samples) {
+    auto r = jinja::render_string(s, J("{}"));
+    if (!r.ok()) EXPECT_FALSE(r.error->message.empty()) << s;
+  }
+  // deterministic pseudo-random mutations of a real-looking template
+  std::string base = "{%- for m in messages -%}{{ '<|' + m['role'] + '|>' }}{{ m.content|trim }}{% if loop.last %}!{% endif %}{%- endfor -%}";
+  uint32_t seed = 12345;
+  for (int i = 0; i < 3000; ++i) {
+    std::string t = base;
+    for (int k = 0; k < 3; ++k) {
+      seed = seed * 1103515245 + 12345;
+      size_t pos = (seed >> 8) % t.size();
+      seed = seed * 1103515245 + 12345;
+      t[pos] = "{}%#-+()[]'\"|.x \n"[(seed >> 8) % 17];
+    }
+    auto r = jinja::render_string(t, J(R"({"messages": [{"role": "user", "content": " hi "}]})"));
+    if (!r.ok()) EXPECT_GT(r.error->message.size(), 0u);
+  }
+}
+
+TEST(JinjaProbes, DiscoveryOrderAndSpecialTokens) {
+  json::Value cfg = J(R"({"bos_token": {"__type": "AddedToken", "content": "<s>"}, "eos_token": "</s>", "pad_token": null,
+                          "additional_special_tokens": ["<a>"], "chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})");
+  jinja::DiscoveryInput in;
+  in.tokenizer_config = &cfg;
+  auto d = jinja::discover_templates(in);
+  ASSERT_EQ(d.templates.size(), 2u);
+  EXPECT_EQ(d.templates[1].name, "tool_use");
+  EXPECT_EQ(d.templates[1].origin, "tokenizer_config.json: chat_template[name=tool_use]");
+  in.jinja_files = {{"chat_template.jinja", "F"}};
+  d = jinja::discover_templates(in);
+  ASSERT_EQ(d.templates.size(), 1u);  // separate files win
+  EXPECT_EQ(d.templates[0].text, "F");
+  auto tok = jinja::special_tokens(&cfg);
+  EXPECT_EQ(tok.dump(), R"({"bos_token":"<s>","eos_token":"</s>","additional_special_tokens":["<a>"]})");
+}
+
+TEST(JinjaProbes, FindingsForTheIncidents) {
+  auto codes = [](const std::vector<Finding>& fs) {
+    std::string s;
+    for (auto& f : fs) s += f.code + ":" + (f.severity == Severity::error ? "error" : f.severity == Severity::warning ? "warning" : "info") + " ";
+    return s;
+  };
+  jinja::DiscoveryInput in;
+  EXPECT_EQ(codes(jinja::chat_template_findings(in)), "CT007:info ");
+  in.jinja_files = {{"chat_template.jinja", "{- bos_token -}}{% for m in messages %}{{ m.content }}{% endfor %}"}};
+  auto f = jinja::chat_template_findings(in);
+  EXPECT_EQ(codes(f), "CT006:warning CT006:warning ");
+  EXPECT_NE(f[0].message.find("chat_template.jinja:1:1"), std::string::npos);
+  in.jinja_files = {{"chat_template.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{{ tools[0].nope.x }}{% endif %}"}};
+  EXPECT_EQ(codes(jinja::chat_template_findings(in)), "CT003:warning CT005:warning ");
+  in.jinja_files = {{"chat_template.jinja", "{% if enable_thinking %}{{ raise_exception('no') }}{% endif %}ok"}};
+  EXPECT_EQ(codes(jinja::chat_template_findings(in)), "CT004:warning ");
+  in.jinja_files = {{"chat_template.jinja", "{{ messages[0].content.nope.x }}"}};
+  EXPECT_EQ(codes(jinja::chat_template_findings(in)), "CT002:error ");
+  in.jinja_files = {{"chat_template.jinja", "{% for m in messages %}\n{{ m.content }"}};
+  f = jinja::chat_template_findings(in);
+  EXPECT_EQ(codes(f), "CT001:error ");
+  EXPECT_NE(f[0].message.find("chat_template.jinja:2:"), std::string::npos);
+  in.jinja_files = {{"chat_template.jinja", "{{ ''.__class__ }}{{ messages|length }}"}};
+  EXPECT_EQ(codes(jinja::chat_template_findings(in)), "CT009:error ");
+}
+
+TEST(JinjaProbes, RealCorpusTemplatesPassTheBareProbe) {
+  CKPT_REQUIRE_CORPUS();
+  auto dir = test::corpus_dir() / "templates/llama.cpp";
+  int checked = 0;
+  for (auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".jinja") continue;
+    jinja::DiscoveryInput in;
+    in.jinja_files = {{"chat_template.jinja", test::read_text(e.path())}};
+    for (auto& f : jinja::chat_template_findings(in)) EXPECT_NE(f.code, "CT001") << e.path() << ": " << f.message;
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
+TEST(TemplateCli, RenderPrintsExactlyTheOutput) {
+  test::TempDir dir;
+  test::write_text(dir / "t.jinja", "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}\n");
+  test::write_text(dir / "ctx.json", R"({"messages": [{"role": "user", "content": "héllo"}], "bos_token": "<B>"})");
+  auto r = test::run_ckpt({"template", "render", (dir / "t.jinja").string(), "--context", (dir / "ctx.json").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "<B>héllo");
+
+  // a model directory: special tokens merged under the context (context keys win)
+  fs::create_directories(dir / "model");
+  test::write_text(dir / "model/tokenizer_config.json", R"({"bos_token": "<s>", "eos_token": "</s>", "chat_template": "{{ bos_token }}|{{ eos_token }}"})");
+  r = test::run_ckpt({"template", "render", (dir / "model").string(), "--context", (dir / "ctx.json").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "<B>|</s>");
+
+  test::write_text(dir / "bad.jinja", "ok\n{% if x %}\n{{ y }");
+  r = test::run_ckpt({"template", "render", (dir / "bad.jinja").string(), "--context", (dir / "ctx.json").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(r.err.find("bad.jinja:3:"), std::string::npos) << r.err;
+}
+
+TEST(TemplateCli, CheckRunsTheProbes) {
+  test::TempDir dir;
+  test::write_text(dir / "tokenizer_config.json", R"({"bos_token": "<s>", "chat_template": "{- bos_token -}}\n{% for m in messages %}{{ m.content }}{% endfor %}"})");
+  auto r = test::run_ckpt({"template", "check", dir.path().string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // warnings only
+  EXPECT_NE(r.out.find("CT006"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tokenizer_config.json: chat_template:1:1"), std::string::npos) << r.out;
+  test::write_text(dir / "chat_template.jinja", "{{ messages[0].content.x.y }}");
+  r = test::run_ckpt({"template", "check", dir.path().string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("CT002"), std::string::npos) << r.out;
+}
