@@ -289,6 +289,19 @@ struct Engine {
                              : "vocab_size is larger than the stored embedding; loaders fail on the shape");
       return;
     }
+    // router / score-bias rows follow the expert count
+    const int64_t E = view.dim_or("E", 0);
+    if (E > 1 && x.expert < 0 && x.shape.size() <= 2 && s.size() == x.shape.size() && !s.empty() &&
+        x.shape[0] == static_cast<uint64_t>(E) && s[0] != x.shape[0] &&
+        std::equal(s.begin() + 1, s.end(), x.shape.begin() + 1)) {
+      if (!expert_mismatch_layers.empty()) return;  // already reported once per layer as AR009
+      if (router_reported++ < 3)
+        emit("AR009", Severity::error,
+             x.name + " routes to " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(E) +
+                 (view.experts.field.empty() ? "" : " (" + view.experts.field + ")"),
+             file, x.name, "the expert count in config.json disagrees with the router");
+      return;
+    }
     // expert leading dim
     if (x.expert < 0 && x.shape.size() >= 3 && s.size() == x.shape.size() && s[0] != x.shape[0] &&
         std::equal(s.begin() + 1, s.end(), x.shape.begin() + 1)) {
@@ -535,6 +548,7 @@ struct Engine {
 
   // Expert count from per-expert names, checked before the tensor walk (AR009).
   std::unordered_set<std::string> expert_mismatch_layers;
+  size_t router_reported = 0;
   void check_expert_counts(const std::vector<ExpectedTensor>& plan) {
     const int64_t E = view.dim_or("E", 0);
     // containers: "<...>.experts." prefixes in the plan

@@ -114,7 +114,7 @@ const std::vector<Rule> kDeepseekMoe = {
 const char* kLlamaFields[] = {
     "H=hidden_size", "L=num_hidden_layers", "nh=num_attention_heads",
     "nkv=num_key_value_heads?nh~", "hd=head_dim?H/nh~", "I=intermediate_size", "V=vocab_size",
-    "attention_bias=attention_bias?0~!", "mlp_bias=mlp_bias?0~!"};
+    "attention_bias=attention_bias?0~!"};
 
 std::vector<Field> llama_fields(std::initializer_list<const char*> extra = {}) {
   std::vector<Field> f;
@@ -140,7 +140,7 @@ std::vector<Table> build() {
     t.model_type = "llama";
     t.aliases = {"mistral"};
     t.summary = "Llama / Mistral dense decoder (biases follow attention_bias / mlp_bias)";
-    t.fields = llama_fields();
+    t.fields = llama_fields({"mlp_bias=mlp_bias?0~!"});
     t.rules = cat({kEmbedNorm, kTwoNorms, kAttnLlama, kMlp, kMlpBias});
     t.tie_default_t = false;
     t.tie_default_m = 1;
@@ -495,6 +495,7 @@ std::vector<Table> build() {
     t.model_type = "qwen3_next";
     t.summary = "Qwen3-Next (Gated DeltaNet + gated attention, MoE with shared expert)";
     t.fields = base_fields({"E=@experts?512~", "moe_I=moe_intermediate_size?512~",
+                            "I=intermediate_size?5632~",
                             "sI=shared_expert_intermediate_size?512~",
                             "sparse_step=decoder_sparse_step?1~"});
     t.rules = cat({kEmbedNorm, kTwoNorms, full_attn, linear_common,
