@@ -76,12 +76,45 @@ std::string render_text(const Report& r, bool color) {
   return out;
 }
 
+// File names and ref contents are raw bytes from disk: JSON output must stay valid UTF-8,
+// so each invalid byte becomes U+FFFD (as Python's errors="replace").
+static std::string utf8_clean(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; ok && k < n; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Reject overlong forms, surrogates and values above U+10FFFF.
+    if (ok && ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+               (cp >= 0xD800 && cp <= 0xDFFF)))
+      ok = false;
+    if (ok) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+static void quoted_utf8(std::string& out, std::string_view v) { json::append_quoted(out, utf8_clean(v)); }
+
 static void field(std::string& out, const char* key, const std::string& v, bool null_if_empty = true) {
   out += '"';
   out += key;
   out += "\":";
   if (v.empty() && null_if_empty) out += "null";
-  else json::append_quoted(out, v);
+  else quoted_utf8(out, v);
 }
 
 std::string render_json(const Report& r) {
@@ -169,18 +202,18 @@ std::string render_sarif(const Report& r) {
     out += first ? "{" : ",{";
     first = false;
     out += "\"ruleId\":";
-    json::append_quoted(out, f.code);
+    quoted_utf8(out, f.code);
     out += ",\"level\":\"";
     out += f.severity == Severity::error ? "error" : f.severity == Severity::warning ? "warning" : "note";
     out += "\",\"message\":{\"text\":";
     std::string msg = f.message;
     if (!f.tensor.empty()) msg += " [tensor " + f.tensor + "]";
     if (!f.hint.empty()) msg += " — " + f.hint;
-    json::append_quoted(out, msg);
+    quoted_utf8(out, msg);
     out += "}";
     if (!f.file.empty()) {
       out += ",\"locations\":[{\"physicalLocation\":{\"artifactLocation\":{\"uri\":";
-      json::append_quoted(out, r.file_prefix + f.file);
+      quoted_utf8(out, r.file_prefix + f.file);
       out += "}}}]";
     }
     out += "}";
