@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 
@@ -204,8 +205,9 @@ HttpResponse perform(const HttpRequest& req) {
   resp.curl_code = rc;
   if (rc != CURLE_OK) {
     if (resp.stalled) {
-      resp.curl_error = "stalled: fewer than " + std::to_string(req.stall_bytes) + " bytes in " +
-                        std::to_string(req.stall_timeout) + " s" +
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", req.stall_timeout);
+      resp.curl_error = "stalled: fewer than " + std::to_string(req.stall_bytes) + " bytes in " + secs + " s" +
                         (resp.headers_received ? "" : " (waiting for response headers)");
     } else if (resp.cancelled) {
       resp.curl_error = "cancelled";
