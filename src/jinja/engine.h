@@ -40,6 +40,7 @@ struct Value {
   static Value gen(std::vector<Value> items, std::string what);
   static Value dict();
   static Value undef(std::string hint = {}, bool security = false);
+  static Value undef_attr(const Value& owner, const std::string& attr);
 
   bool is_undef() const { return k == K::Undef; }
   bool is_none() const { return k == K::None; }
@@ -52,7 +53,10 @@ struct Value {
 
 struct StrObj : Obj {
   std::string s;
+  const std::string* ref = nullptr;  // borrowed from the render context (lives for the render)
   explicit StrObj(std::string x) : s(std::move(x)) {}
+  explicit StrObj(const std::string* r) : ref(r) {}
+  const std::string& get() const { return ref ? *ref : s; }
 };
 
 struct ListObj : Obj {
@@ -72,6 +76,7 @@ struct DictObj : Obj {
 struct UndefObj : Obj {
   std::string hint;
   bool security = false;
+  std::string attr, owner_type;  // missing attribute: the message is built only when it raises
 };
 
 struct NSObj : Obj {
@@ -114,6 +119,16 @@ std::string py_str(const Value& v);   // str(v)
 std::string py_repr(const Value& v);  // repr(v)
 std::string type_name(const Value& v);
 Value from_json(const json::Value& j);
+
+// The render context converted without per-node allocations or reference counting: every
+// object lives in this pool (strings borrowed from the JSON) for the duration of one render,
+// and Values point into it through non-owning shared_ptrs.
+struct ContextPool {
+  std::vector<StrObj> strs;
+  std::vector<ListObj> lists;
+  std::vector<DictObj> dicts;
+};
+Value from_json_pooled(const json::Value& j, ContextPool& pool);
 
 // UTF-8 helpers
 size_t cp_len(std::string_view s);

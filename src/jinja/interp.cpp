@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <mutex>
 
 #include "jinja/interp.h"
 #include "util/pyfloat.h"
@@ -68,6 +69,7 @@ void Interp::emit(std::string_view s) {
   if (u.o) {
     auto* uo = static_cast<UndefObj*>(u.o.get());
     if (uo->security) fail("SecurityError", uo->hint);
+    if (uo->hint.empty() && !uo->attr.empty()) fail("UndefinedError", "'" + uo->owner_type + " object' has no attribute '" + uo->attr + "'");
     fail("UndefinedError", uo->hint);
   }
   fail("UndefinedError", "value is undefined");
@@ -332,8 +334,8 @@ Value Interp::call(const Value& fn, CallArgs& a) {
 
 // ------------------------------------------------------------------ attributes
 static bool is_mutating(K k, std::string_view name) {
-  static const char* const list_mut[] = {"append", "extend", "insert", "remove", "sort", "reverse", "pop", "clear"};
-  static const char* const dict_mut[] = {"update", "pop", "setdefault", "clear", "popitem"};
+  static constexpr std::string_view list_mut[] = {"append", "extend", "insert", "remove", "sort", "reverse", "pop", "clear"};
+  static constexpr std::string_view dict_mut[] = {"update", "pop", "setdefault", "clear", "popitem"};
   if (k == K::List) {
     for (auto m : list_mut)
       if (name == m) return true;
@@ -345,16 +347,16 @@ static bool is_mutating(K k, std::string_view name) {
 }
 
 static bool has_method(const Value& obj, std::string_view name) {
-  static const char* const str_m[] = {"upper", "lower", "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith",
+  static constexpr std::string_view str_m[] = {"upper", "lower", "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith",
                                       "replace", "title", "capitalize", "format", "find", "rfind", "index", "rindex", "count",
                                       "join", "splitlines", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower",
                                       "isnumeric", "isdecimal", "istitle", "removeprefix", "removesuffix", "center", "ljust",
                                       "rjust", "zfill", "partition", "rpartition", "swapcase", "casefold", "expandtabs", "encode",
                                       "format_map", "isidentifier", "isprintable", "isascii", "translate", "maketrans"};
-  static const char* const dict_m[] = {"items", "keys", "values", "get", "copy", "fromkeys",
+  static constexpr std::string_view dict_m[] = {"items", "keys", "values", "get", "copy", "fromkeys",
                                        "update", "pop", "setdefault", "clear", "popitem"};
-  static const char* const list_m[] = {"index", "count", "copy", "append", "extend", "insert", "remove", "sort", "reverse", "pop", "clear"};
-  static const char* const tuple_m[] = {"index", "count"};
+  static constexpr std::string_view list_m[] = {"index", "count", "copy", "append", "extend", "insert", "remove", "sort", "reverse", "pop", "clear"};
+  static constexpr std::string_view tuple_m[] = {"index", "count"};
   auto in = [&](auto& tbl) {
     for (auto m : tbl)
       if (name == m) return true;
@@ -404,7 +406,7 @@ Value Interp::getattr(const Value& obj, const std::string& name) {
   if (obj.k == K::Dict) {
     if (const Value* v = obj.d().find_str(name)) return *v;
   }
-  return Value::undef("'" + type_name(obj) + " object' has no attribute '" + name + "'");
+  return Value::undef_attr(obj, name);
 }
 
 static bool slice_indices(int64_t len, const Value* start, const Value* stop, const Value* step, int64_t& b, int64_t& e, int64_t& st, Interp& in) {
@@ -470,11 +472,7 @@ Value Interp::getitem(const Value& obj, const Value& key) {
   }
   if (key.k == K::Str) {
     Value v = getattr(obj, key.s());
-    if (v.k == K::Undef && !v.o) return Value::undef("'" + type_name(obj) + " object' has no attribute '" + key.s() + "'");
-    if (v.k == K::Undef) {
-      auto* uo = static_cast<UndefObj*>(v.o.get());
-      if (!uo->security) return Value::undef("'" + type_name(obj) + " object' has no attribute '" + key.s() + "'");
-    }
+    if (v.k == K::Undef && (!v.o || !static_cast<UndefObj*>(v.o.get())->security)) return Value::undef_attr(obj, key.s());
     return v;
   }
   return Value::undef("'" + type_name(obj) + " object' has no element " + py_repr(key));
@@ -789,7 +787,15 @@ Value Interp::eval(const Expr* e, std::shared_ptr<Frame>& f) {
   step();
   cur_pos_ = e->pos;
   switch (e->kind) {
-    case EK::Const: return e->cval;
+    case EK::Const: {
+      // AST constants outlive the render: hand out a non-owning reference (no refcounting)
+      Value v;
+      v.k = e->cval.k;
+      v.markup = e->cval.markup;
+      v.i = e->cval.i;
+      if (e->cval.o) v.o = std::shared_ptr<Obj>(std::shared_ptr<Obj>(), e->cval.o.get());
+      return v;
+    }
     case EK::Name: {
       if (Value* v = f->find(e->name)) return *v;
       if (const Value* g = global(e->name)) return *g;
@@ -1161,8 +1167,14 @@ Value Interp::call_loop(const Value& loop, CallArgs& a) {
 }
 
 // ------------------------------------------------------------------ globals
+// The globals are stateless builtins, built once and shared by every render.
+static std::vector<std::pair<std::string, Value>>& shared_globals() {
+  static auto* g = new std::vector<std::pair<std::string, Value>>;
+  return *g;
+}
+
 const Value* Interp::global(const std::string& name) {
-  for (auto& [k, v] : globals_)
+  for (auto& [k, v] : shared_globals())
     if (k == name) return &v;
   return nullptr;
 }
@@ -1289,7 +1301,13 @@ void Interp::install_globals() {
 }
 
 // ------------------------------------------------------------------ entry
-Interp::Interp(const Parsed& p, const Options& o) : parsed_(p), opts_(o) { install_globals(); }
+Interp::Interp(const Parsed& p, const Options& o) : parsed_(p), opts_(o) {
+  static std::once_flag once;
+  std::call_once(once, [this] {
+    install_globals();
+    shared_globals() = std::move(globals_);
+  });
+}
 
 std::string Interp::run(const Value& ctx) {
   auto root = std::make_shared<Frame>();

@@ -136,9 +136,10 @@ RenderResult Template::render(const json::Value& context) const { return render(
 RenderResult Template::render(const json::Value& context, const Options& options) const {
   RenderResult res;
   const Parsed& p = *impl_->parsed;
+  ContextPool pool;  // declared before the interpreter: it outlives every Value of the render
   Interp in(p, options);
   try {
-    res.output = in.run(from_json(context));
+    res.output = in.run(from_json_pooled(context, pool));
   } catch (const JError& e) {
     auto [l, c] = locate(p.source, e.pos);
     res.error = Error{Error::Phase::render, e.type, e.message, impl_->source_name, l, c};

@@ -51,7 +51,17 @@ Value Value::undef(std::string hint, bool security) {
   return v;
 }
 
-const std::string& Value::s() const { return static_cast<StrObj*>(o.get())->s; }
+Value Value::undef_attr(const Value& owner, const std::string& attr) {
+  Value v;
+  v.k = K::Undef;
+  auto u = std::make_shared<UndefObj>();
+  u->attr = attr;
+  u->owner_type = type_name(owner);
+  v.o = std::move(u);
+  return v;
+}
+
+const std::string& Value::s() const { return static_cast<StrObj*>(o.get())->get(); }
 std::vector<Value>& Value::items() const { return static_cast<ListObj*>(o.get())->v; }
 DictObj& Value::d() const { return *static_cast<DictObj*>(o.get()); }
 
@@ -320,6 +330,80 @@ Value from_json(const json::Value& j) {
     }
   }
   return Value::none();
+}
+
+namespace {
+void count_nodes(const json::Value& j, size_t& ns, size_t& nl, size_t& nd) {
+  switch (j.type()) {
+    case json::Type::string: ++ns; break;
+    case json::Type::array:
+      ++nl;
+      for (auto& e : j.as_array()) count_nodes(e, ns, nl, nd);
+      break;
+    case json::Type::object:
+      ++nd;
+      for (auto& [k, e] : j.as_object()) {
+        ++ns;
+        count_nodes(e, ns, nl, nd);
+      }
+      break;
+    default: break;
+  }
+}
+
+template <class T>
+std::shared_ptr<Obj> unowned(T* p) {
+  return std::shared_ptr<Obj>(std::shared_ptr<Obj>(), p);  // aliasing, no control block
+}
+
+Value pooled(const json::Value& j, ContextPool& pool) {
+  Value v;
+  switch (j.type()) {
+    case json::Type::null: return Value::none();
+    case json::Type::boolean: return Value::boolean(j.as_bool());
+    case json::Type::integer: return Value::integer(j.as_int());
+    case json::Type::number: return Value::flt(j.as_double());
+    case json::Type::string:
+      pool.strs.emplace_back(&j.as_string());
+      v.k = K::Str;
+      v.o = unowned(&pool.strs.back());
+      return v;
+    case json::Type::array: {
+      pool.lists.emplace_back();
+      ListObj* l = &pool.lists.back();
+      l->v.reserve(j.as_array().size());
+      for (auto& e : j.as_array()) l->v.push_back(pooled(e, pool));
+      v.k = K::List;
+      v.o = unowned(l);
+      return v;
+    }
+    case json::Type::object: {
+      pool.dicts.emplace_back();
+      DictObj* d = &pool.dicts.back();
+      d->v.reserve(j.as_object().size());
+      for (auto& [k, e] : j.as_object()) {
+        pool.strs.emplace_back(&k);
+        Value key;
+        key.k = K::Str;
+        key.o = unowned(&pool.strs.back());
+        d->v.emplace_back(std::move(key), pooled(e, pool));
+      }
+      v.k = K::Dict;
+      v.o = unowned(d);
+      return v;
+    }
+  }
+  return Value::none();
+}
+}  // namespace
+
+Value from_json_pooled(const json::Value& j, ContextPool& pool) {
+  size_t ns = 0, nl = 0, nd = 0;
+  count_nodes(j, ns, nl, nd);
+  pool.strs.reserve(ns);  // exact: the vectors never reallocate, so pointers stay valid
+  pool.lists.reserve(nl);
+  pool.dicts.reserve(nd);
+  return pooled(j, pool);
 }
 
 }  // namespace ckpt::jinja
