@@ -213,7 +213,7 @@ Value* Frame::find(std::string_view name) {
 void Frame::set(std::string_view name, Value v) {
   for (auto& [k, val] : vars)
     if (k == name) { val = std::move(v); return; }
-  vars.emplace_back(std::string(name), std::move(v));
+  vars.emplace_back(name, std::move(v));
 }
 
 // ------------------------------------------------------------------ callables
@@ -283,7 +283,7 @@ Value Interp::call_macro(MacroObj& m, CallArgs& a) {
     for (size_t i = 0; i < np; ++i)
       if (d.params[i] == k) {
         if (bound[i]) fail("TypeError", "macro '" + d.name + "' got multiple values for argument '" + k + "'");
-        frame->set(k, v);
+        frame->set(d.params[i], v);
         bound[i] = true;
         found = true;
       }
@@ -547,6 +547,8 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
   auto type_err = [&]() {
     fail("TypeError", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
   };
+  // operator code without string comparisons: + - * / % ~, F = //, P = **
+  const char code = op.size() == 1 ? op[0] : (op[0] == '/' ? 'F' : 'P');
   bool ai = a.k == K::Int || a.k == K::Bool, bi = b.k == K::Int || b.k == K::Bool;
   int64_t x = a.k == K::Int ? a.i : a.k == K::Bool ? a.b : 0;
   int64_t y = b.k == K::Int ? b.i : b.k == K::Bool ? b.b : 0;
@@ -556,36 +558,36 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
     bool ints = ai && bi;
     char c = op[0];
     int64_t r;
-    if (op == "+") {
+    if (code == '+') {
       if (ints) { if (__builtin_add_overflow(x, y, &r)) overflow(); return Value::integer(r); }
       return Value::flt(fx + fy);
     }
-    if (op == "-") {
+    if (code == '-') {
       if (ints) { if (__builtin_sub_overflow(x, y, &r)) overflow(); return Value::integer(r); }
       return Value::flt(fx - fy);
     }
-    if (op == "*") {
+    if (code == '*') {
       if (ints) { if (__builtin_mul_overflow(x, y, &r)) overflow(); return Value::integer(r); }
       return Value::flt(fx * fy);
     }
-    if (op == "/") {
+    if (code == '/') {
       if (fy == 0) fail("ZeroDivisionError", "division by zero");
       return Value::flt(fx / fy);
     }
-    if (op == "//" || op == "%") {
-      if (fy == 0) fail("ZeroDivisionError", op == "%" ? "integer modulo by zero" : "integer division or modulo by zero");
+    if (code == 'F' || code == '%') {
+      if (fy == 0) fail("ZeroDivisionError", code == '%' ? "integer modulo by zero" : "integer division or modulo by zero");
       if (ints) {
         if (x == INT64_MIN && y == -1) overflow();
         int64_t q = x / y, m = x % y;
         if (m != 0 && ((m < 0) != (y < 0))) { --q; m += y; }
-        return Value::integer(op == "%" ? m : q);
+        return Value::integer(code == '%' ? m : q);
       }
       double m = std::fmod(fx, fy);
       if (m != 0 && ((m < 0) != (fy < 0))) m += fy;
-      if (op == "%") return Value::flt(m == 0 ? std::copysign(0.0, fy) : m);
+      if (code == '%') return Value::flt(m == 0 ? std::copysign(0.0, fy) : m);
       return Value::flt(std::floor((fx - m) / fy + 0.0));
     }
-    if (op == "**") {
+    if (code == 'P') {
       if (ints && y >= 0) {
         int64_t res = 1, base = x;
         for (int64_t e = y; e > 0; e >>= 1) {
@@ -599,7 +601,7 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
     (void)c;
     type_err();
   }
-  if (op == "+") {
+  if (code == '+') {
     if (a.k == K::Str && b.k == K::Str) {
       if (a.markup || b.markup) {
         std::string l = a.markup ? a.s() : html_escape(a.s());
@@ -624,7 +626,7 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
     if (a.k == K::List) fail("TypeError", "can only concatenate list (not \"" + type_name(b) + "\") to list");
     type_err();
   }
-  if (op == "*") {
+  if (code == '*') {
     const Value* seq = nullptr;
     int64_t n = 0;
     if ((a.k == K::Str || a.k == K::List || a.k == K::Tuple) && bi) { seq = &a; n = y; }
@@ -646,7 +648,7 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
     for (int64_t i = 0; i < n; ++i) v.insert(v.end(), seq->items().begin(), seq->items().end());
     return seq->k == K::List ? Value::list(std::move(v)) : Value::tuple(std::move(v));
   }
-  if (op == "%" && a.k == K::Str) return percent_format(a, b);
+  if (code == '%' && a.k == K::Str) return percent_format(a, b);
   type_err();
 }
 
@@ -879,14 +881,14 @@ Value Interp::eval(const Expr* e, std::shared_ptr<Frame>& f) {
         Value r = eval(e->kids[i].get(), f);
         cur_pos_ = e->pos;
         const std::string& op = e->ops[i];
+        const char c0 = op[0];
+        const bool two = op.size() == 2;
         bool ok;
-        if (op == "==") ok = py_equal(l, r);
-        else if (op == "!=") ok = !py_equal(l, r);
-        else if (op == "<") ok = less(l, r);
-        else if (op == ">") ok = less(r, l);
-        else if (op == "<=") ok = !less(r, l);
-        else if (op == ">=") ok = !less(l, r);
-        else if (op == "in") ok = contains(r, l);
+        if (c0 == '=') ok = py_equal(l, r);
+        else if (c0 == '!') ok = !py_equal(l, r);
+        else if (c0 == '<') ok = two ? !less(r, l) : less(l, r);
+        else if (c0 == '>') ok = two ? !less(l, r) : less(r, l);
+        else if (c0 == 'i') ok = contains(r, l);
         else ok = !contains(r, l);
         if (!ok) return Value::boolean(false);
         l = std::move(r);
@@ -1104,10 +1106,17 @@ Interp::Flow Interp::exec_for(const Stmt* st, std::shared_ptr<Frame>& f) {
 
 Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, std::shared_ptr<Frame>& f, uint32_t depth0) {
   if (depth0 > opts_.max_depth) fail("BudgetExceeded", "render stopped: recursive loop deeper than " + std::to_string(opts_.max_depth));
-  std::vector<Value> items = iterate(seq);
+  std::vector<Value> owned;
+  const std::vector<Value>* itp;
+  if ((seq.k == K::List || seq.k == K::Tuple) && !st->test) itp = &seq.items();  // immutable in the sandbox
+  else {
+    owned = iterate(seq);
+    itp = &owned;
+  }
   auto frame = std::make_shared<Frame>();
   frame->parent = f;
   if (st->test) {
+    std::vector<Value>& items = owned;
     std::vector<Value> kept;
     for (auto& it : items) {
       assign(st->target.get(), it, frame);
@@ -1115,12 +1124,13 @@ Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, std::shared_ptr<
     }
     items = std::move(kept);
   }
+  const std::vector<Value>& items = *itp;
   if (items.empty()) {
     if (!st->else_body.empty()) return exec(st->else_body, frame);
     return Flow::Normal;
   }
   auto lo = std::make_shared<LoopObj>();
-  lo->items = &items;
+  lo->items = const_cast<std::vector<Value>*>(&items);
   lo->depth0 = depth0;
   if (st->recursive) {
     lo->stmt = st;
@@ -1312,8 +1322,10 @@ Interp::Interp(const Parsed& p, const Options& o) : parsed_(p), opts_(o) {
 std::string Interp::run(const Value& ctx) {
   auto root = std::make_shared<Frame>();
   if (ctx.k == K::Dict)
-    for (auto& [k, v] : ctx.d().v) root->vars.emplace_back(py_str(k), v);
+    for (auto& [k, v] : ctx.d().v)
+      if (k.k == K::Str) root->vars.emplace_back(k.s(), v);
   std::string out;
+  out.reserve(parsed_.source.size() + 1024);
   out_ = &out;
   exec(parsed_.body, root);
   // break reference cycles (macros capture the frame that holds them)

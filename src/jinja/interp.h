@@ -9,8 +9,10 @@
 
 namespace ckpt::jinja {
 
+// Variable names are views: every name comes from the AST, a string literal or the render
+// context, all of which outlive the render.
 struct Frame {
-  std::vector<std::pair<std::string, Value>> vars;
+  std::vector<std::pair<std::string_view, Value>> vars;
   std::shared_ptr<Frame> parent;
   Value* find(std::string_view name);
   void set(std::string_view name, Value v);
