@@ -108,6 +108,7 @@ struct Engine {
     auto it = by_name.find(name);
     if (it != by_name.end()) consumed[it->second] = 1;
   }
+  void consume(const ActualTensor* a) { consumed[static_cast<size_t>(a - in.tensors.data())] = 1; }
   std::string file_of(std::string_view name) {
     const ActualTensor* t = get(name);
     return t ? std::string(t->file) : in.index_file;
@@ -495,7 +496,7 @@ struct Engine {
       missing(x);
       return;
     }
-    consume(x.name);
+    consume(a);
     check_plain(x, *a);
     if (scheme && scheme->method != quant::Method::None && (x.kind == ModuleKind::Linear))
       note_fused(module, ModuleState{false, 0, 0, Format::None}, std::string(a->file));
@@ -560,17 +561,24 @@ struct Engine {
       }
     if (want.empty()) return;
     std::unordered_map<std::string, int64_t> seen_max;
+    std::string_view last_cont;
+    int64_t* last_slot = nullptr;
     for (const auto& t : in.tensors) {
       auto p = t.name.find(".experts.");
       if (p == std::string_view::npos) continue;
       size_t q = p + 9, r = q;
       while (r < t.name.size() && r - q < 9 && t.name[r] >= '0' && t.name[r] <= '9') ++r;
       if (r == q || r >= t.name.size() || t.name[r] != '.') continue;
-      std::string cont(t.name.substr(0, q));
-      if (!want.count(cont)) continue;
-      int64_t e = std::stoll(std::string(t.name.substr(q, r - q)));
-      auto& m = seen_max[cont];
-      m = std::max(m, e + 1);
+      std::string_view contv = t.name.substr(0, q);
+      if (contv != last_cont) {
+        last_cont = contv;
+        std::string cont(contv);
+        last_slot = want.count(cont) ? &seen_max[cont] : nullptr;
+      }
+      if (!last_slot) continue;
+      int64_t e = 0;
+      for (size_t k = q; k < r; ++k) e = e * 10 + (t.name[k] - '0');
+      *last_slot = std::max(*last_slot, e + 1);
     }
     size_t reported = 0;
     for (const auto& [cont, n] : seen_max) {
@@ -687,7 +695,7 @@ struct Engine {
     for (const auto& x : plan) {
       if (in_mismatched_expert_layer(x.name)) continue;
       if (x.tower && tower_absent) continue;
-      bool present = present_any(x);
+      const bool present = x.presence == Presence::Required || present_any(x);
       if (x.presence == Presence::Group) {
         auto g = groups[x.group];
         if (g.first == 0) continue;  // the whole group absent: legitimate
@@ -729,7 +737,7 @@ struct Engine {
         missing(x);
         continue;
       }
-      consume(x.name);
+      consume(a);
       check_plain(x, *a);
     }
 
@@ -830,6 +838,47 @@ ConformanceInput conformance_input(const Checkpoint& ck) {
     in.tensors.push_back(ActualTensor{name, w.entry->dtype, w.entry->shape, w.shard ? std::string_view(w.shard->file) : std::string_view()});
   }
   return in;
+}
+
+namespace {
+struct FamilyCache {
+  const Checkpoint* ck = nullptr;
+  std::string root;
+  size_t tensors = 0;
+  unsigned remaining = 0;
+  std::vector<Finding> pending[3];
+};
+thread_local FamilyCache g_cache;
+int slot(unsigned family) { return family == kCF ? 0 : family == kAR ? 1 : 2; }
+}  // namespace
+
+void run_family(const Checkpoint& ck, unsigned family, FindingSink& sink) {
+  FamilyCache& c = g_cache;
+  if (c.ck == &ck && c.root == ck.root.string() && c.tensors == ck.weights().size() && (c.remaining & family)) {
+    for (auto& f : c.pending[slot(family)]) sink.add(std::move(f));
+    c.pending[slot(family)].clear();
+    c.remaining &= ~family;
+    if (!c.remaining) c.ck = nullptr;
+    return;
+  }
+  ConformanceInput in = conformance_input(ck);
+  if (!in.config) return;
+  unsigned all = kCF | (in.tensors.empty() ? 0u : (kAR | kQZ));
+  if (!(all & family)) return;
+  FindingSink tmp;
+  check_conformance(in, all, tmp);
+  c = FamilyCache{};
+  for (auto& f : tmp.findings()) {
+    unsigned fam = f.code[0] == 'C' ? kCF : f.code[0] == 'A' ? kAR : kQZ;
+    if (fam == family) sink.add(std::move(f));
+    else c.pending[slot(fam)].push_back(std::move(f));
+  }
+  c.remaining = all & ~family;
+  if (c.remaining) {
+    c.ck = &ck;
+    c.root = ck.root.string();
+    c.tensors = ck.weights().size();
+  }
 }
 
 }  // namespace ckpt::arch

@@ -40,4 +40,10 @@ class Checkpoint;
 namespace ckpt::arch {
 // The effective tensor set of a checkpoint (what a loader sees), its config and index file.
 ConformanceInput conformance_input(const Checkpoint& ck);
+
+// The families' entry point: the engine runs once per checkpoint for CF, AR and QZ together
+// (the first family to ask computes all three; the others take their share), so the cost is
+// one pass. The share is handed out once, and only to the same checkpoint (address, root,
+// tensor count), so a result can never leak to another checkpoint.
+void run_family(const Checkpoint& ck, unsigned family, FindingSink& sink);
 }  // namespace ckpt::arch

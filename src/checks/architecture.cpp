@@ -28,9 +28,8 @@ constexpr std::array<CheckInfo, 13> kCodes{{
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   if (!ck.config.ok()) return;  // CF reports it
-  arch::ConformanceInput in = arch::conformance_input(ck);
-  if (in.tensors.empty()) return;  // FS/ST report an empty checkpoint
-  arch::check_conformance(in, arch::kAR, out);
+  if (ck.weights().empty()) return;  // FS/ST report an empty checkpoint
+  arch::run_family(ck, arch::kAR, out);
 }
 
 }  // namespace

@@ -44,8 +44,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "key \"" + d.key + "\" appears more than once in " + (d.path.empty() ? std::string("/") : d.path) +
                 "; Python's json keeps the last value, other parsers may keep the first",
             cf.file, "", "remove the duplicate");
-  arch::ConformanceInput in = arch::conformance_input(ck);
-  arch::check_conformance(in, arch::kCF, out);
+  arch::run_family(ck, arch::kCF, out);
 }
 
 }  // namespace

@@ -25,9 +25,8 @@ constexpr std::array<CheckInfo, 10> kCodes{{
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   if (!ck.config.ok()) return;
-  arch::ConformanceInput in = arch::conformance_input(ck);
-  if (in.tensors.empty()) return;
-  arch::check_conformance(in, arch::kQZ, out);
+  if (ck.weights().empty()) return;
+  arch::run_family(ck, arch::kQZ, out);
 }
 
 }  // namespace
