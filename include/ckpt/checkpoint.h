@@ -90,6 +90,38 @@ struct TensorLoc {
   uint32_t entry = 0;
 };
 
+// The locations of one tensor name: almost always one, so that one is stored inline.
+class TensorLocs {
+ public:
+  void push_back(TensorLoc l) {
+    if (n_++ == 0) first_ = l;
+    else more_.push_back(l);
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const TensorLoc& front() const { return first_; }
+  const TensorLoc& operator[](size_t i) const { return i == 0 ? first_ : more_[i - 1]; }
+  struct iterator {
+    const TensorLocs* owner;
+    size_t i;
+    const TensorLoc& operator*() const { return (*owner)[i]; }
+    const TensorLoc* operator->() const { return &(*owner)[i]; }
+    iterator& operator++() { ++i; return *this; }
+    bool operator!=(const iterator& o) const { return i != o.i; }
+    bool operator==(const iterator& o) const { return i == o.i; }
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, n_}; }
+
+ private:
+  TensorLoc first_{};
+  uint32_t n_ = 0;
+  std::vector<TensorLoc> more_;
+
+ public:
+  bool claimed = false;  // finalize(): an index entry already took this name
+};
+
 class Checkpoint {
  public:
   std::string target;                    // what the user asked for
@@ -110,7 +142,14 @@ class Checkpoint {
   std::vector<TextFile> templates;       // chat_template.jinja, additional_chat_templates/*.jinja
 
   // All tensors by name, across every parsed shard (several locations = duplicates).
-  std::unordered_map<std::string, std::vector<TensorLoc>> tensors_by_name;
+  // Keys view the names stored in `shards` (valid as long as this Checkpoint lives).
+  std::unordered_map<std::string_view, TensorLocs> tensors_by_name;
+
+  Checkpoint() = default;
+  Checkpoint(Checkpoint&&) = default;  // moving keeps every internal pointer valid
+  Checkpoint& operator=(Checkpoint&&) = default;
+  Checkpoint(const Checkpoint&) = delete;  // a copy's lookup tables would point into the original
+  Checkpoint& operator=(const Checkpoint&) = delete;
 
   const FileEntry* file(std::string_view rel) const;
   const Shard* shard(std::string_view rel) const;
@@ -124,7 +163,28 @@ class Checkpoint {
     const st::TensorEntry* entry;
     const Shard* shard;
   };
-  const std::map<std::string, WeightTensor>& weights() const { return weights_; }
+  // In index order (shard order without an index); iterate as pairs (name, WeightTensor),
+  // look up with find/at/count.
+  class WeightMap {
+   public:
+    using value_type = std::pair<std::string_view, WeightTensor>;
+    using const_iterator = std::vector<value_type>::const_iterator;
+    const_iterator begin() const { return items_.begin(); }
+    const_iterator end() const { return items_.end(); }
+    size_t size() const { return items_.size(); }
+    bool empty() const { return items_.empty(); }
+    const_iterator find(std::string_view name) const;
+    size_t count(std::string_view name) const { return find(name) != end(); }
+    const WeightTensor& at(std::string_view name) const;
+
+   private:
+    friend class Checkpoint;
+    std::vector<value_type> items_;
+    // Built on the first lookup: most runs only iterate.
+    mutable std::unordered_map<std::string_view, uint32_t> by_name_;
+    mutable bool indexed_ = false;
+  };
+  const WeightMap& weights() const { return weights_; }
   const st::TensorEntry* weight(std::string_view name) const;
 
   // Totals for the summary line.
@@ -134,7 +194,8 @@ class Checkpoint {
   void finalize();  // builds the lookup tables; called once by the loader
 
  private:
-  std::map<std::string, WeightTensor> weights_;
+  WeightMap weights_;
+  std::unordered_map<std::string_view, uint32_t> file_by_rel_, shard_by_file_;
 };
 
 struct LoadOptions {

@@ -111,7 +111,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
               "a failed or interrupted copy; re-download the file");
       continue;
     }
-    else if (is_weight_file(f.rel)) other_weights.push_back(f.rel);
+    if (!ends_with(f.rel, ".safetensors") && is_weight_file(f.rel)) other_weights.push_back(f.rel);
   }
   bool any_unusable_weight = false;
   for (const auto& f : ck.files)

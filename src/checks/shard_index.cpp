@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <array>
 #include <map>
-#include <regex>
 #include <set>
 #include <unordered_map>
 
@@ -50,12 +49,29 @@ struct ShardName {
   std::string prefix;
   unsigned index = 0, total = 0;
 };
-std::optional<ShardName> parse_shard_name(const std::string& rel) {
-  static const std::regex re(R"(^(.*)-(\d+)-of-(\d+)\.safetensors$)");
-  std::smatch m;
-  if (!std::regex_match(rel, m, re)) return std::nullopt;
-  if (m[2].length() > 9 || m[3].length() > 9) return std::nullopt;
-  return ShardName{m[1].str(), static_cast<unsigned>(std::stoul(m[2].str())), static_cast<unsigned>(std::stoul(m[3].str()))};
+std::optional<ShardName> parse_shard_name(std::string_view rel) {
+  constexpr std::string_view ext = ".safetensors";
+  if (!ends_with(rel, ext)) return std::nullopt;
+  std::string_view stem = rel.substr(0, rel.size() - ext.size());
+  // stem = PREFIX "-" DIGITS "-of-" DIGITS
+  auto digits_back = [](std::string_view s, size_t& n) {
+    n = 0;
+    while (n < s.size() && std::isdigit(static_cast<unsigned char>(s[s.size() - 1 - n]))) ++n;
+    return n > 0 && n <= 9;
+  };
+  size_t n_total, n_index;
+  if (!digits_back(stem, n_total)) return std::nullopt;
+  std::string_view total = stem.substr(stem.size() - n_total);
+  stem.remove_suffix(n_total);
+  if (!ends_with(stem, "-of-")) return std::nullopt;
+  stem.remove_suffix(4);
+  if (!digits_back(stem, n_index)) return std::nullopt;
+  std::string_view index = stem.substr(stem.size() - n_index);
+  stem.remove_suffix(n_index);
+  if (!ends_with(stem, "-")) return std::nullopt;
+  stem.remove_suffix(1);
+  return ShardName{std::string(stem), static_cast<unsigned>(std::stoul(std::string(index))),
+                   static_cast<unsigned>(std::stoul(std::string(total)))};
 }
 
 // Numbering problems inside one set of names; empty when consistent (1..N or 0-based 0..N).
@@ -136,12 +152,38 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "parsers keep different copies of a duplicated key; regenerate the index");
   }
 
+  // What each distinct shard name in the index resolves to. Entries come grouped by shard,
+  // so a one-entry memo answers almost every lookup without hashing.
+  struct Target {
+    bool safe = false;
+    const FileEntry* file = nullptr;
+    const Shard* shard = nullptr;
+    size_t mapped = 0;
+  };
+  std::unordered_map<std::string_view, Target> targets;
+  std::string_view memo_key;
+  Target* memo = nullptr;
+  auto target = [&](std::string_view file) -> Target& {
+    if (memo && file == memo_key) return *memo;
+    auto [it, fresh] = targets.try_emplace(file);
+    if (fresh) {
+      it->second.safe = safe_relative(file);
+      if (it->second.safe) {
+        it->second.file = ck.file(file);
+        it->second.shard = ck.shard(file);
+      }
+    }
+    memo_key = file;
+    memo = &it->second;
+    return *memo;
+  };
+
   // Shards the index names, in first-mention order, with their tensor counts.
   std::vector<std::string> named;
-  std::unordered_map<std::string, size_t> mapped_count;
   std::set<std::string> unsafe_reported;
   for (const auto& [tensor, file] : idx.weight_map) {
-    if (!safe_relative(file)) {
+    Target& tg = target(file);
+    if (!tg.safe) {
       if (unsafe_reported.insert(file).second)
         out.add("IX008", Severity::error,
                 "weight_map sends " + tensor + " to \"" + file + "\", a path outside the model directory; ckpt did not open it",
@@ -149,7 +191,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
                 "a malicious or broken index: loaders that join this path open files outside the model (transformers#47176)");
       continue;
     }
-    if (mapped_count[file]++ == 0) named.push_back(file);
+    if (tg.mapped++ == 0) named.push_back(file);
   }
   std::set<std::string> named_set(named.begin(), named.end());
 
@@ -157,7 +199,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     const FileEntry* fe = ck.file(file);
     if (!fe) {
       out.add("IX001", Severity::error,
-              "index maps " + std::to_string(mapped_count[file]) + " tensor(s) to " + file + ", which is not on disk", ixf, "",
+              "index maps " + std::to_string(target(file).mapped) + " tensor(s) to " + file + ", which is not on disk", ixf, "",
               "an incomplete download (check --include patterns) or a stale index from another export");
     }
   }
@@ -187,32 +229,6 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     }
   }
 
-  // Stray shards: on disk, not named by the index.
-  std::unordered_map<std::string, std::string> mapped_to;  // tensor -> file
-  mapped_to.reserve(idx.weight_map.size());
-  for (const auto& [tensor, file] : idx.weight_map) mapped_to.emplace(tensor, file);
-  for (const auto& file : disk_shards) {
-    if (named_set.count(file)) continue;
-    const Shard* sh = ck.shard(file);
-    std::vector<std::string> collide;
-    size_t n = 0;
-    if (sh) {
-      n = sh->header.tensors.size();
-      for (const auto& t : sh->header.tensors)
-        if (mapped_to.count(t.name)) collide.push_back(t.name);
-    }
-    std::string msg = file + " is not named by the index" +
-                      (sh ? " (" + std::to_string(n) + " tensor(s)" +
-                                (collide.empty() ? ", none of them indexed)"
-                                                 : "; " + std::to_string(collide.size()) +
-                                                       " collide with indexed tensors: " + list_names(collide) + ")")
-                          : std::string());
-    out.add("IX002", Severity::error, msg, file, collide.size() == 1 ? collide[0] : std::string(),
-            collide.empty() ? "loaders that glob *.safetensors (mlx-swift-lm) load it and fail on its unknown tensors; "
-                              "remove it or add it to the index"
-                            : "a leftover from an earlier export: loaders that read every file see two versions of "
-                              "the same tensor. Remove it");
-  }
   if (!consolidated.empty()) {
     out.add("IX012", mistral_native ? Severity::warning : Severity::error,
             list_names(consolidated) + " sit beside the indexed shards" +
@@ -225,17 +241,40 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   // Tensor placement: every indexed tensor in exactly its mapped shard.
   size_t n_dup = 0, n_wrong = 0, n_absent = 0;
   constexpr size_t kMax = 20;
+  // Bytes of every indexed tensor as stored in its mapped shard, for total_size below.
+  uint64_t indexed_bytes = 0, weight_format_bytes = 0;
+  bool all_indexed_found = true;
+  // listed[shard][entry]: the index names this tensor (whichever shard it maps it to).
+  std::vector<std::vector<char>> listed(ck.shards.size());
+  for (size_t i = 0; i < ck.shards.size(); ++i) listed[i].assign(ck.shards[i].header.tensors.size(), 0);
   for (const auto& [tensor, file] : idx.weight_map) {
-    if (!safe_relative(file) || !ck.file(file)) continue;
     auto it = ck.tensors_by_name.find(tensor);
+    if (it != ck.tensors_by_name.end())
+      for (const auto& loc : it->second) listed[loc.shard][loc.entry] = 1;
+    const Target& tg = target(file);
+    if (!tg.safe || !tg.file) {
+      all_indexed_found = false;
+      continue;
+    }
     std::vector<std::string> holders;
     bool in_mapped = false;
     if (it != ck.tensors_by_name.end())
       for (const auto& loc : it->second) {
-        holders.push_back(ck.shards[loc.shard].file);
-        in_mapped |= ck.shards[loc.shard].file == file;
+        const std::string& holder = ck.shards[loc.shard].file;
+        if (it->second.size() > 1 || holder != file) holders.push_back(holder);
+        if (holder == file && !in_mapped) {
+          in_mapped = true;
+          const st::TensorEntry& e = ck.entry(loc);
+          if (e.end < e.begin) all_indexed_found = false;
+          else {
+            indexed_bytes += e.end - e.begin;
+            if (ends_with(tensor, ".weight_format")) weight_format_bytes += e.end - e.begin;
+          }
+        }
       }
-    const Shard* mapped_shard = ck.shard(file);
+    if (!in_mapped) all_indexed_found = false;
+    const Shard* mapped_shard = tg.shard;
+    bool found = it != ck.tensors_by_name.end();
     if (holders.size() > 1) {
       if (++n_dup <= kMax)
         out.add("IX003", Severity::error,
@@ -244,11 +283,11 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
                 in_mapped ? holders[0] == file ? holders[1] : holders[0] : holders[0], tensor,
                 "a superseded copy was left in another shard (#144): vLLM reads every key of every shard and fails "
                 "or loads the wrong copy. Remove the stale copy");
-    } else if (!holders.empty() && !in_mapped) {
+    } else if (found && !in_mapped) {
       if (++n_wrong <= kMax)
         out.add("IX004", Severity::error, "index maps the tensor to " + file + " but it is stored in " + holders[0], file,
                 tensor, "the index and the shards come from different exports; loaders look in the wrong file");
-    } else if (holders.empty() && mapped_shard && mapped_shard->header.parsed) {
+    } else if (!found && mapped_shard && mapped_shard->header.parsed) {
       if (++n_absent <= kMax)
         out.add("IX005", Severity::error, "index maps the tensor to " + file + " but no shard holds it", file, tensor,
                 "a stale index or an incomplete export: the loader fails with a missing key");
@@ -262,14 +301,39 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   overflow("IX004", n_wrong, "tensors in the wrong shard");
   overflow("IX005", n_absent, "indexed tensors missing from their shards");
 
+  // Stray shards: on disk, not named by the index.
+  for (const auto& file : disk_shards) {
+    if (named_set.count(file)) continue;
+    const Shard* sh = ck.shard(file);
+    std::vector<std::string> collide;
+    size_t n = 0;
+    if (sh) {
+      n = sh->header.tensors.size();
+      const auto& flags = listed[static_cast<size_t>(sh - ck.shards.data())];
+      for (size_t i = 0; i < n; ++i)
+        if (flags[i]) collide.push_back(sh->header.tensors[i].name);
+    }
+    std::string msg = file + " is not named by the index" +
+                      (sh ? " (" + std::to_string(n) + " tensor(s)" +
+                                (collide.empty() ? ", none of them indexed)"
+                                                 : "; " + std::to_string(collide.size()) +
+                                                       " collide with indexed tensors: " + list_names(collide) + ")")
+                          : std::string());
+    out.add("IX002", Severity::error, msg, file, collide.size() == 1 ? collide[0] : std::string(),
+            collide.empty() ? "loaders that glob *.safetensors (mlx-swift-lm) load it and fail on its unknown tensors; "
+                              "remove it or add it to the index"
+                            : "a leftover from an earlier export: loaders that read every file see two versions of "
+                              "the same tensor. Remove it");
+  }
   // Tensors in indexed shards that the index does not list.
   size_t n_unlisted = 0;
   for (const auto& file : named) {
     const Shard* sh = ck.shard(file);
     if (!sh) continue;
     std::vector<std::string> unlisted;
-    for (const auto& t : sh->header.tensors)
-      if (!mapped_to.count(t.name)) unlisted.push_back(t.name);
+    const auto& flags = listed[static_cast<size_t>(sh - ck.shards.data())];
+    for (size_t i = 0; i < sh->header.tensors.size(); ++i)
+      if (!flags[i]) unlisted.push_back(sh->header.tensors[i].name);
     if (unlisted.empty()) continue;
     n_unlisted += unlisted.size();
     out.add("IX011", Severity::error,
@@ -281,24 +345,8 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
 
   // total_size: bytes of every indexed tensor, as stored.
   if (idx.total_size) {
-    uint64_t sum = 0, weight_format_bytes = 0;
-    bool complete = true;
-    for (const auto& [tensor, file] : idx.weight_map) {
-      const Shard* sh = ck.shard(file);
-      const st::TensorEntry* e = nullptr;
-      if (sh) {
-        auto it = ck.tensors_by_name.find(tensor);
-        if (it != ck.tensors_by_name.end())
-          for (const auto& loc : it->second)
-            if (ck.shards[loc.shard].file == file) e = &ck.entry(loc);
-      }
-      if (!e || e->end < e->begin) {
-        complete = false;
-        continue;
-      }
-      sum += e->end - e->begin;
-      if (ends_with(tensor, ".weight_format")) weight_format_bytes += e->end - e->begin;
-    }
+    const uint64_t sum = indexed_bytes;
+    const bool complete = all_indexed_found;
     uint64_t declared = *idx.total_size;
     if (complete && declared != sum) {
       if (weight_format_bytes && declared + weight_format_bytes == sum) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <unordered_set>
 
 #include <simdjson.h>
@@ -124,7 +125,9 @@ std::string type_name(simdjson::dom::element e) {
 
 }  // namespace
 
-Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
+// `padded`: the bytes after prefix.end() are readable padding (SIMDJSON_PADDING of them),
+// so simdjson can parse in place without a copy.
+static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t file_size) {
   Header h;
   h.file_size = file_size;
   auto problem = [&](Rule r, std::string detail, uint64_t offset = 0, std::string tensor = {}) {
@@ -165,9 +168,8 @@ Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
             std::to_string(first) + " whitespace byte(s) before the opening '{' of the header", 8);
 
   thread_local simdjson::dom::parser parser;
-  simdjson::padded_string padded(text);
   simdjson::dom::element root;
-  auto code = parser.parse(padded).get(root);
+  auto code = parser.parse(reinterpret_cast<const uint8_t*>(text.data()), text.size(), false).get(root);
   if (code != simdjson::SUCCESS) {
     json::ParseError where = json::locate_error(text, limits::kMaxJsonDepth);
     Rule r = where.message.rfind("invalid UTF-8", 0) == 0 ? Rule::HeaderNotUtf8 : Rule::HeaderNotJson;
@@ -185,15 +187,9 @@ Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
   }
   h.parsed = true;
   h.tensors.reserve(obj.size());
-  std::unordered_set<std::string_view> seen;
-  seen.reserve(obj.size() * 2);
+  // Duplicate names are reported by Checkpoint::finalize(), which indexes every name anyway.
   for (auto field : obj) {
     std::string_view key = field.key;
-    if (!seen.insert(key).second) {
-      problem(Rule::DuplicateKey, "key \"" + std::string(key) + "\" appears more than once in the header", 8,
-              std::string(key));
-      continue;
-    }
     if (key == "__metadata__") {
       simdjson::dom::object meta;
       if (field.value.get_object().get(meta) != simdjson::SUCCESS) {
@@ -220,9 +216,12 @@ Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
     TensorEntry t;
     t.name = std::move(name);
     simdjson::dom::element dt, shape, offs;
-    bool have_dt = entry["dtype"].get(dt) == simdjson::SUCCESS;
-    bool have_shape = entry["shape"].get(shape) == simdjson::SUCCESS;
-    bool have_offs = entry["data_offsets"].get(offs) == simdjson::SUCCESS;
+    bool have_dt = false, have_shape = false, have_offs = false;
+    for (auto f : entry) {  // one pass; later duplicates win, as in Python
+      if (f.key == "dtype") dt = f.value, have_dt = true;
+      else if (f.key == "shape") shape = f.value, have_shape = true;
+      else if (f.key == "data_offsets") offs = f.value, have_offs = true;
+    }
     std::string missing;
     if (!have_dt) missing += " dtype";
     if (!have_shape) missing += " shape";
@@ -279,6 +278,12 @@ Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
   return h;
 }
 
+Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
+  std::vector<std::byte> buf(prefix.size() + simdjson::SIMDJSON_PADDING);
+  if (!prefix.empty()) std::memcpy(buf.data(), prefix.data(), prefix.size());
+  return parse_header_padded(std::span<const std::byte>(buf.data(), prefix.size()), file_size);
+}
+
 Header read_header(const std::filesystem::path& path) {
   io::ReadOnlyFile f;
   Header h;
@@ -299,15 +304,18 @@ Header read_header(const std::filesystem::path& path) {
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(len_bytes[static_cast<size_t>(i)]);
   if (n > kMaxHeaderBytes || n + 8 > size) return parse_header(len_bytes, size);  // framing finding, no allocation
-  std::vector<std::byte> buf(8 + n);
-  got = f.read_at(0, buf.data(), buf.size(), &err);
+  // Read straight into a padded buffer (no zero-fill, no copy) so simdjson parses in place.
+  const size_t len = static_cast<size_t>(8 + n);
+  std::unique_ptr<std::byte[]> buf(new std::byte[len + simdjson::SIMDJSON_PADDING]);
+  std::memset(buf.get() + len, 0, simdjson::SIMDJSON_PADDING);
+  got = f.read_at(0, buf.get(), len, &err);
   if (got < 0) {
     h.file_size = size;
     h.problems.push_back(Problem{Rule::ReadFailed, {}, "read failed: " + err, 8});
     return h;
   }
-  buf.resize(static_cast<size_t>(got));
-  return parse_header(buf, size);
+  if (static_cast<size_t>(got) < len) std::memset(buf.get() + got, 0, len - static_cast<size_t>(got));
+  return parse_header_padded(std::span<const std::byte>(buf.get(), static_cast<size_t>(got)), size);
 }
 
 // ---- writer ------------------------------------------------------------------

@@ -1,23 +1,49 @@
+#include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "ckpt/checkpoint.h"
 
 namespace ckpt {
 
 const FileEntry* Checkpoint::file(std::string_view rel) const {
-  for (const auto& f : files)
+  if (file_by_rel_.size() == files.size()) {
+    auto it = file_by_rel_.find(rel);
+    return it == file_by_rel_.end() ? nullptr : &files[it->second];
+  }
+  for (const auto& f : files)  // before finalize()
     if (f.rel == rel) return &f;
   return nullptr;
 }
 
 const Shard* Checkpoint::shard(std::string_view rel) const {
+  if (shard_by_file_.size() == shards.size()) {
+    auto it = shard_by_file_.find(rel);
+    return it == shard_by_file_.end() ? nullptr : &shards[it->second];
+  }
   for (const auto& s : shards)
     if (s.file == rel) return &s;
   return nullptr;
 }
 
+Checkpoint::WeightMap::const_iterator Checkpoint::WeightMap::find(std::string_view name) const {
+  if (!indexed_) {
+    by_name_.reserve(items_.size());
+    for (uint32_t i = 0; i < items_.size(); ++i) by_name_.emplace(items_[i].first, i);
+    indexed_ = true;
+  }
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? items_.end() : items_.begin() + it->second;
+}
+
+const Checkpoint::WeightTensor& Checkpoint::WeightMap::at(std::string_view name) const {
+  auto it = find(name);
+  if (it == items_.end()) throw std::out_of_range("no weight named " + std::string(name));
+  return it->second;
+}
+
 const st::TensorEntry* Checkpoint::weight(std::string_view name) const {
-  auto it = weights_.find(std::string(name));
+  auto it = weights_.find(name);
   return it == weights_.end() ? nullptr : it->second.entry;
 }
 
@@ -34,27 +60,55 @@ uint64_t Checkpoint::total_bytes() const {
 }
 
 void Checkpoint::finalize() {
+  file_by_rel_.clear();
+  for (uint32_t i = 0; i < files.size(); ++i) file_by_rel_.emplace(files[i].rel, i);
+  shard_by_file_.clear();
+  for (uint32_t i = 0; i < shards.size(); ++i) shard_by_file_.emplace(shards[i].file, i);
   tensors_by_name.clear();
   size_t total = 0;
   for (const auto& s : shards) total += s.header.tensors.size();
   tensors_by_name.reserve(total);
   for (uint32_t si = 0; si < shards.size(); ++si) {
-    const auto& ts = shards[si].header.tensors;
-    for (uint32_t ei = 0; ei < ts.size(); ++ei) tensors_by_name[ts[ei].name].push_back({si, ei});
+    auto& header = shards[si].header;
+    const auto& ts = header.tensors;
+    for (uint32_t ei = 0; ei < ts.size(); ++ei) {
+      TensorLocs& locs = tensors_by_name[ts[ei].name];
+      for (const auto& loc : locs)
+        if (loc.shard == si)  // the same name twice in one header
+          header.problems.push_back(st::Problem{st::Rule::DuplicateKey, ts[ei].name,
+                                                "key \"" + ts[ei].name + "\" appears more than once in the header", 8});
+      locs.push_back({si, ei});
+    }
   }
-  weights_.clear();
+  auto& items = weights_.items_;
+  items.clear();
+  weights_.by_name_.clear();
+  weights_.indexed_ = false;
   if (index && index->schema_error.empty() && !index->weight_map.empty()) {
+    items.reserve(index->weight_map.size());
     for (const auto& [name, file] : index->weight_map) {
       auto it = tensors_by_name.find(name);
       if (it == tensors_by_name.end()) continue;
-      const TensorLoc* chosen = &it->second.front();
-      for (const auto& loc : it->second)
+      TensorLocs& locs = it->second;
+      if (locs.claimed) {  // the index lists this name twice (Python's json keeps the last entry)
+        index->json.duplicates.push_back({"/weight_map", name});
+        continue;
+      }
+      locs.claimed = true;
+      const TensorLoc* chosen = &locs.front();
+      for (const auto& loc : locs)
         if (shards[loc.shard].file == file) chosen = &loc;
-      weights_.emplace(name, WeightTensor{&entry(*chosen), &shards[chosen->shard]});
+      items.emplace_back(it->first, WeightTensor{&entry(*chosen), &shards[chosen->shard]});
     }
   } else {
-    for (const auto& [name, locs] : tensors_by_name)
-      weights_.emplace(name, WeightTensor{&entry(locs.front()), &shards[locs.front().shard]});
+    items.reserve(tensors_by_name.size());
+    for (uint32_t si = 0; si < shards.size(); ++si)
+      for (uint32_t ei = 0; ei < shards[si].header.tensors.size(); ++ei) {
+        const auto& t = shards[si].header.tensors[ei];
+        const TensorLocs& locs = tensors_by_name.find(t.name)->second;
+        if (locs.front().shard != si || locs.front().entry != ei) continue;  // first copy wins
+        items.emplace_back(t.name, WeightTensor{&t, &shards[si]});
+      }
   }
 }
 

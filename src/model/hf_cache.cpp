@@ -56,6 +56,11 @@ bool looks_like_repo_id(std::string_view target) {
   if (id.find("..") != std::string_view::npos || id.find("--") != std::string_view::npos) return false;
   for (char c : id)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '/')) return false;
+  // As huggingface_hub's validator (\b[\w\-.]+\b): each part starts and ends with a word character,
+  // so "./model" or "../x" (a mistyped path) is not taken for a repo id.
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::string_view part : {id.substr(0, slash), id.substr(slash + 1)})
+    if (!word(part.front()) || !word(part.back())) return false;
   return true;
 }
 

@@ -8,7 +8,11 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <thread>
+
+#include <simdjson.h>
+#include <unordered_map>
 
 #include "ckpt/checkpoint.h"
 #include "io/file.h"
@@ -62,36 +66,65 @@ bool safe_relative(std::string_view p) {
   return p.find('\0') == std::string_view::npos;
 }
 
+// The index can hold ~100k entries: read weight_map straight from simdjson instead of
+// building a json::Value (only the small metadata object is kept as a value).
 void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
-  parse_json_file(abs, rel, idx.json);
-  if (idx.json.error) return;
-  const json::Value& v = idx.json.value;
-  if (!v.is_object()) {
+  idx.json.file = rel;
+  idx.json.present = true;
+  std::string text;
+  if (auto e = io::read_file(abs, limits::kMaxSideJsonBytes, text); !e.empty()) {
+    idx.json.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
+    return;
+  }
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element root;
+  if (parser.allocate(text.size() + 64, limits::kMaxJsonDepth) != simdjson::SUCCESS ||
+      parser.parse(padded).get(root) != simdjson::SUCCESS) {
+    idx.json.error = json::locate_error(text, limits::kMaxJsonDepth);
+    return;
+  }
+  simdjson::dom::object obj;
+  if (root.get_object().get(obj) != simdjson::SUCCESS) {
     idx.schema_error = "the index is not a JSON object";
     return;
   }
-  if (const json::Value* meta = v.find("metadata"); meta && meta->is_object()) {
-    if (const json::Value* ts = meta->find("total_size"); ts && ts->is_number()) {
-      double d = ts->as_double();
-      if (ts->is_int() && ts->as_int() >= 0) idx.total_size = static_cast<uint64_t>(ts->as_int());
-      else if (d >= 0 && d < 1.8e19 && d == static_cast<double>(static_cast<uint64_t>(d))) idx.total_size = static_cast<uint64_t>(d);
+  simdjson::dom::element meta;
+  if (obj["metadata"].get(meta) == simdjson::SUCCESS) {
+    auto r = json::parse(simdjson::minify(meta), limits::kMaxJsonDepth);
+    if (r.ok()) idx.json.value = json::Value(json::Object{{"metadata", r.value}});
+    simdjson::dom::element ts;
+    if (meta.is_object() && meta["total_size"].get(ts) == simdjson::SUCCESS) {
+      uint64_t u;
+      int64_t i;
+      double d;
+      if (ts.get_uint64().get(u) == simdjson::SUCCESS) idx.total_size = u;
+      else if (ts.get_int64().get(i) == simdjson::SUCCESS && i >= 0) idx.total_size = static_cast<uint64_t>(i);
+      else if (ts.get_double().get(d) == simdjson::SUCCESS && d >= 0 && d < 1.8e19 &&
+               d == static_cast<double>(static_cast<uint64_t>(d)))
+        idx.total_size = static_cast<uint64_t>(d);
     }
   }
-  const json::Value* wm = v.find("weight_map");
-  if (!wm) {
+  simdjson::dom::element wm_el;
+  if (obj["weight_map"].get(wm_el) != simdjson::SUCCESS) {
     idx.schema_error = "the index has no \"weight_map\"";
     return;
   }
-  if (!wm->is_object()) {
+  simdjson::dom::object wm;
+  if (wm_el.get_object().get(wm) != simdjson::SUCCESS) {
     idx.schema_error = "\"weight_map\" is not an object of tensor name -> shard file";
     return;
   }
-  for (const auto& [name, file] : wm->as_object()) {
-    if (!file.is_string()) {
-      idx.schema_error = "weight_map[\"" + name + "\"] is not a string";
+  idx.weight_map.reserve(wm.size());
+  // Duplicate names are found by Checkpoint::finalize() (it looks every name up anyway).
+  for (auto field : wm) {
+    std::string_view file;
+    if (field.value.get_string().get(file) != simdjson::SUCCESS) {
+      idx.schema_error = "weight_map[\"" + std::string(field.key) + "\"] is not a string";
+      idx.weight_map.clear();
       return;
     }
-    idx.weight_map.emplace_back(name, file.as_string());
+    idx.weight_map.emplace_back(std::string(field.key), std::string(file));
   }
 }
 
@@ -167,7 +200,12 @@ struct Walker {
           fe.error = sec.message();
         }
       } else {
-        continue;  // sockets, fifos, devices: never opened
+        // Sockets, FIFOs, devices: never opened, but recorded so a FIFO named
+        // model.safetensors is reported (FS010) instead of silently skipped.
+        fe.unreadable = true;
+        fe.error = fs::is_fifo(status) ? "a FIFO, not a regular file"
+                   : fs::is_socket(status) ? "a socket, not a regular file"
+                                           : "a device or special file, not a regular file";
       }
       if (fe.readable() && fe.size <= limits::kLfsPointerMaxBytes && fe.size > 0) {
         std::string head;
@@ -305,6 +343,13 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     }
     ck.root = ci.repo_dir / "snapshots" / ci.commit;
     ck.cache = ci;
+    if (!fs::is_directory(ck.root, ec) && is_commit_hash(revision)) {
+      // A commit asked for directly whose snapshot is absent: no ref is dangling, the target is
+      // simply not in the cache (exit 2), rather than an empty checkpoint that verifies clean.
+      result.error = LoadError{repo_id + ": commit " + revision + " is not in the local cache (no " +
+                               (ci.repo_dir / "snapshots" / revision).string() + "); run `ckpt fetch " + target + "`"};
+      return result;
+    }
     if (!fs::is_directory(ck.root, ec)) {
       // The ref names a snapshot that is not there: a finding (FS), not an unreadable target.
       ck.snapshot_missing = true;
@@ -346,14 +391,8 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   }
   if (index_entry && index_entry->readable()) {
     ck.index.emplace();
-    parse_index(index_entry->abs, index_entry->rel, *ck.index);  // needed now: it may name subdirectory shards
-    for (const auto& [name, file] : ck.index->weight_map) {
-      if (file.find('/') == std::string::npos || !safe_relative(file)) continue;
-      const FileEntry* f = ck.file(file);
-      if (f && f->readable() && f->size > 0 &&
-          std::find(shard_files.begin(), shard_files.end(), f) == shard_files.end())
-        shard_files.push_back(f);
-    }
+    ShardIndex* idx = &*ck.index;
+    tasks.emplace_back([idx, index_entry] { parse_index(index_entry->abs, index_entry->rel, *idx); });
   } else if (index_entry) {
     ck.index.emplace();
     ck.index->json.file = index_entry->rel;
@@ -402,6 +441,21 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
+
+  // Shards in subdirectories join only because the index names them (rare: parsed after).
+  if (ck.index) {
+    std::set<std::string> parsed;
+    for (const auto& sh : ck.shards) parsed.insert(sh.file);
+    for (const auto& [name, file] : ck.index->weight_map) {
+      if (file.find('/') == std::string::npos || !safe_relative(file)) continue;
+      const FileEntry* f = ck.file(file);
+      if (!f || !f->readable() || !parsed.insert(file).second) continue;
+      Shard sh;
+      sh.file = f->rel;
+      sh.header = st::read_header(f->abs);
+      ck.shards.push_back(std::move(sh));
+    }
+  }
 
   ck.finalize();
   result.checkpoint = std::move(ck);
