@@ -419,6 +419,7 @@ struct TransferState {
   std::mutex mu;
   uint64_t received_total = 0;  // across range parts (for progress)
   HashFollower* follower = nullptr;
+  long last_status = 0;  // status of the latest GET (a CDN 403 triggers a fresh HEAD)
 
   void report(uint64_t received, bool force = false) {
     if (!ctx.opts.on_progress) return;
@@ -552,6 +553,7 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
       return user_on_body(data, n);
     };
     HttpResponse r = perform(req);
+    ts.last_status = r.status;
     ar.progressed = write_pos > start_pos ? write_pos - start_pos : 0;
     if (ar.fatal) {
       ar.outcome.kind = ErrorKind::io;
@@ -926,6 +928,33 @@ bool obtain_verified(Ctx& ctx, TransferState& ts, const Meta& meta, const fs::pa
   return false;
 }
 
+// A signed CDN URL can expire mid-download (403/401 from the CDN): ask the hub for a fresh
+// location (same etag and size) and continue, at most twice.
+bool obtain_with_refresh(Ctx& ctx, TransferState& ts, Meta& meta, const fs::path& tmp) {
+  for (int refresh = 0;; ++refresh) {
+    ts.last_status = 0;
+    if (obtain_verified(ctx, ts, meta, tmp)) return true;
+    if (!meta.cross_host || (ts.last_status != 403 && ts.last_status != 401) || refresh >= 2 || ctx.cancelled())
+      return false;
+    ctx.log(ts.repo_path + ": the CDN refused the download URL (HTTP " + std::to_string(ts.last_status) +
+            "); asking the hub for a fresh one");
+    Meta fresh;
+    FileResult scratch;
+    if (!head_metadata(ctx, ts.repo_path, fresh, scratch)) return false;
+    if (fresh.etag != meta.etag || fresh.size != meta.size) {
+      ts.fr.kind = ErrorKind::protocol;
+      ts.fr.error = ts.repo_path + ": the file changed on the hub during the download (etag " + meta.etag + " -> " +
+                    fresh.etag + ")";
+      return false;
+    }
+    meta.location = fresh.location;
+    meta.cross_host = fresh.cross_host;
+    ts.fr.kind = ErrorKind::none;
+    ts.fr.error.clear();
+    ++ts.fr.retries;
+  }
+}
+
 void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   const std::string& path = te.path;
   fs::path snap = ctx.repo_dir / "snapshots" / ctx.commit / path;
@@ -986,7 +1015,7 @@ void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
       }
       fs::path tmp = ctx.repo_dir / "blobs" / (meta.etag + ".incomplete");
       ts.report(file_size_or_zero(tmp), true);
-      if (!obtain_verified(ctx, ts, meta, tmp)) {
+      if (!obtain_with_refresh(ctx, ts, meta, tmp)) {
         ts.prog.failed = true;
         ts.report(fr.received, true);
         return;
@@ -1139,7 +1168,7 @@ void fetch_one_local(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   std::error_code ec;
   fs::create_directories(tmp.parent_path(), ec);
   fs::create_directories(dest.parent_path(), ec);
-  if (!obtain_verified(ctx, ts, meta, tmp)) {
+  if (!obtain_with_refresh(ctx, ts, meta, tmp)) {
     ts.prog.failed = true;
     ts.report(fr.received, true);
     return;

@@ -568,3 +568,35 @@ TEST_F(HubTest, ExistingTruncatedBlobIsReplaced) {
   ASSERT_TRUE(r.ok) << r.error;
   expect_published(kC1, file("model.safetensors"));
 }
+
+TEST_F(HubTest, ExpiredCdnUrlIsRefreshedThroughTheHub) {
+  hub.enable_cdn();
+  hub.set_fault(kRepo, "model.safetensors", {FaultKind::forbidden, 0, 0, 403, 1});
+  auto r = fetch(opts());
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, file("model.safetensors"));
+  EXPECT_EQ(hub.count("hub", "HEAD", "/org/model/resolve/" + kC1 + "/model.safetensors"), 2);
+}
+
+TEST_F(HubTest, CdnForbiddenForeverFailsLoudly) {
+  hub.enable_cdn();
+  hub.set_fault(kRepo, "model.safetensors", {FaultKind::forbidden, 0, 0, 403, -1});
+  auto r = fetch(opts());
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(result_for(r, "model.safetensors")->error.find("HTTP 403"), std::string::npos);
+  expect_not_published(kC1, file("model.safetensors"));
+}
+
+TEST_F(HubTest, MissingCommitHeaderIsAProtocolError) {
+  // Metadata without X-Repo-Commit (a proxy in the way): fail loudly, publish nothing.
+  hub.strip_commit_header(true);
+  auto r = fetch(opts());
+  EXPECT_FALSE(r.ok);
+  for (const auto& f : standard_files()) {
+    auto* fr = result_for(r, f.path);
+    ASSERT_NE(fr, nullptr);
+    EXPECT_EQ(fr->kind, hub::ErrorKind::protocol);
+    EXPECT_NE(fr->error.find("X-Repo-Commit"), std::string::npos) << fr->error;
+    expect_not_published(kC1, f);
+  }
+}

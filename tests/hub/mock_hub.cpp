@@ -458,7 +458,7 @@ void MockHub::route_hub(int fd, Request& rq) {
     respond(fd, 307,
             {{"Location", "/api/resolve-cache/models/" + repo + "/" + commit + "/" + pct_encode_path(copy.path) +
                               "?etag=%22" + etag + "%22"},
-             {"X-Repo-Commit", commit},
+             {strip_commit_ ? "X-Stripped" : "X-Repo-Commit", commit},
              {"ETag", "\"" + etag + "\""},
              {"Accept-Ranges", "bytes"},
              {"RateLimit", "\"resolvers\";r=2999;t=172"}},
@@ -486,7 +486,7 @@ void MockHub::route_hub(int fd, Request& rq) {
     }
     respond(fd, 302,
             {{"Location", "http://127.0.0.1:" + std::to_string(cdn_port_) + "/blob/" + etag + "?Expires=9999&Signature=mock"},
-             {"X-Repo-Commit", commit},
+             {strip_commit_ ? "X-Stripped" : "X-Repo-Commit", commit},
              {"X-Linked-Etag", "\"" + etag + "\""},
              {"X-Linked-Size", std::to_string(copy.size())},
              {"ETag", "\"" + etag + "\""}},
@@ -545,7 +545,7 @@ void MockHub::serve_file(int fd, Request& rq, const std::string& repo, const Moc
   std::string etag = etag_of(f);
   std::vector<std::pair<std::string, std::string>> h;
   if (!cdn) {
-    h.emplace_back("X-Repo-Commit", commit);
+    if (!strip_commit_) h.emplace_back("X-Repo-Commit", commit);
     h.emplace_back("ETag", "\"" + etag + "\"");
     if (f.lfs) {
       h.emplace_back("X-Linked-Etag", "\"" + etag + "\"");

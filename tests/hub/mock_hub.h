@@ -73,7 +73,8 @@ class MockHub {
   void set_gated(const std::string& repo, const std::string& approved_token);  // 401 anon, 403 others
   void set_private(const std::string& repo, const std::string& token);       // 401/404 as RepoNotFound
   void set_tree_page_size(size_t n) { tree_page_size_ = n; }
-  void enable_cdn();  // LFS files redirect (302, absolute) to a second server on another port
+  void enable_cdn();
+  void strip_commit_header(bool on) { strip_commit_ = on; }  // as a proxy that drops X-Repo-Commit  // LFS files redirect (302, absolute) to a second server on another port
   void set_fault(const std::string& repo, const std::string& path, Fault f);
 
   std::string endpoint() const;  // http://127.0.0.1:<port>
@@ -114,6 +115,7 @@ class MockHub {
   std::map<std::string, Repo> repos_;
   std::map<std::string, std::pair<std::string, std::string>> cdn_blobs_;  // etag -> repo, path
   size_t tree_page_size_ = 1000;
+  std::atomic<bool> strip_commit_{false};
   int hub_fd_ = -1, cdn_fd_ = -1;
   int hub_port_ = 0, cdn_port_ = 0;
   std::atomic<bool> stopping_{false};
