@@ -69,9 +69,11 @@ inline Checkpoint load_ok(const std::string& target) {
   return std::move(*r.checkpoint);
 }
 inline Checkpoint load_ok(const fs::path& dir) { return load_ok(dir.string()); }
+inline Checkpoint load_ok(const char* target) { return load_ok(std::string(target)); }
 
 inline std::vector<Finding> verify(const fs::path& dir) { return run_checks(load_ok(dir)); }
 inline std::vector<Finding> verify(const std::string& target) { return run_checks(load_ok(target)); }
+inline std::vector<Finding> verify(const char* target) { return run_checks(load_ok(std::string(target))); }
 
 inline bool in_family(const Finding& f, std::initializer_list<const char*> prefixes) {
   for (const char* p : prefixes)
