@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Quick start 2: install what is missing, build everything, and run the whole test suite (CTest).
+#   scripts/test.sh            normal build in build/
+#   scripts/test.sh --asan     AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--asan" ]; then
+  scripts/setup.sh build-asan -DCKPT_SANITIZE=ON -DCKPT_BUILD_BENCH=OFF
+  exec ctest --test-dir build-asan --output-on-failure -j2 --timeout 600
+fi
+scripts/setup.sh build
+exec ctest --test-dir build --output-on-failure -j2 --timeout 600
