@@ -182,7 +182,9 @@ TEST(JinjaEngine, HostileBytesNeverCrash) {
                                  "{{ a.b.c.d.e.f }}", "{% raw %}{{ x }}", "{{ {1: 2}[1] }}{{ [1,2][5] }}"};
   for (auto& s : samples) {
     auto r = jinja::render_string(s, J("{}"));
-    if (!r.ok()) EXPECT_FALSE(r.error->message.empty()) << s;
+    if (!r.ok()) {
+      EXPECT_FALSE(r.error->message.empty()) << s;
+    }
   }
   // deterministic pseudo-random mutations of a real-looking template
   std::string base = "{%- for m in messages -%}{{ '<|' + m['role'] + '|>' }}{{ m.content|trim }}{% if loop.last %}!{% endif %}{%- endfor -%}";
@@ -196,7 +198,9 @@ TEST(JinjaEngine, HostileBytesNeverCrash) {
       t[pos] = "{}%#-+()[]'\"|.x \n"[(seed >> 8) % 17];
     }
     auto r = jinja::render_string(t, J(R"({"messages": [{"role": "user", "content": " hi "}]})"));
-    if (!r.ok()) EXPECT_GT(r.error->message.size(), 0u);
+    if (!r.ok()) {
+      EXPECT_GT(r.error->message.size(), 0u);
+    }
   }
 }
 
