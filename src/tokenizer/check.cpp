@@ -59,15 +59,20 @@ struct Tokens {
   ModelType type = ModelType::Unknown;
   bool byte_level = false;
   std::unordered_map<std::string_view, int64_t> by_text;  // vocab + added
-  std::unordered_set<int64_t> ids;
+  std::vector<int64_t> ids;  // sorted and unique after finish()
   int64_t max_id = -1;
   std::vector<std::string> owned;  // backing store for SentencePiece pieces
 
   bool has(std::string_view s) const { return by_text.count(s) != 0; }
   void note_id(int64_t id) {
-    ids.insert(id);
+    ids.push_back(id);
     max_id = std::max(max_id, id);
   }
+  void finish() {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  }
+  bool has_id(int64_t id) const { return std::binary_search(ids.begin(), ids.end(), id); }
 };
 
 bool is_byte_level_component(const json::Value* v) {
@@ -456,6 +461,7 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
   } else if (!tj_file && spm) {
     read_sentencepiece(ck, *spm, tk, sink);
   }
+  tk.finish();
   if (!ck.tokenizer.present && !tj_file && !spm && !slow_bpe && !tiktoken) {
     sink.add("TK001", Severity::error,
              "no tokenizer: expected tokenizer.json (or tokenizer.model, or vocab.json + merges.txt)", {},
@@ -562,7 +568,7 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
                file, {},
                "generation would look up a row that does not exist (or never stop, for eos); the id "
                "belongs to another model's tokenizer");
-    } else if (tk.known && !tk.ids.count(id)) {
+    } else if (tk.known && !tk.has_id(id)) {
       sink.add("TK017", Severity::warning,
                file + " " + field + " is " + std::to_string(id) + " but no token in " + tk.source +
                    " has that id (largest id " + std::to_string(tk.max_id) + ")",
