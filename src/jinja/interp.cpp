@@ -1321,6 +1321,7 @@ Interp::Interp(const Parsed& p, const Options& o) : parsed_(p), opts_(o) {
 
 std::string Interp::run(const Value& ctx) {
   auto root = std::make_shared<Frame>();
+  if (ctx.k == K::Dict) root->vars.reserve(ctx.d().v.size() + 8);
   if (ctx.k == K::Dict)
     for (auto& [k, v] : ctx.d().v)
       if (k.k == K::Str) root->vars.emplace_back(k.s(), v);
