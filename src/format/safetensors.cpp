@@ -247,6 +247,7 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
       continue;
     }
     bool shape_ok = true;
+    t.shape.reserve(sarr.size());
     for (auto d : sarr) {
       uint64_t v;
       if (!get_u64(d, v)) {
