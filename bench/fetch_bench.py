@@ -55,13 +55,17 @@ def main():
         single, multi = os.path.join(work, "single"), os.path.join(work, "multi")
         os.makedirs(single)
         os.makedirs(multi)
-        with open(os.path.join(single, "big.bin"), "wb") as f:  # sparse-backed
+        # Sparse-backed files, each with a distinct first 4 KiB: distinct sha256 etags, so
+        # no file is deduplicated against another's blob.
+        with open(os.path.join(single, "big.bin"), "wb") as f:
+            f.write(os.urandom(4096))
             f.truncate(args.big_mib << 20)
         names = []
         for i in range(args.files):
             n = f"model-{i + 1:05d}-of-{args.files:05d}.bin"
             names.append(n)
             with open(os.path.join(multi, n), "wb") as f:
+                f.write(os.urandom(4096))
                 f.truncate(args.file_mib << 20)
         s1, ep1 = start_server(server, "bench/single", single)
         s2, ep2 = start_server(server, "bench/multi", multi)
