@@ -4,6 +4,7 @@
 #include <array>
 
 #include "checks/family.h"
+#include "ckpt/arch.h"
 #include "ckpt/tokenizer.h"
 
 namespace ckpt::checks {
@@ -33,7 +34,14 @@ constexpr std::array<CheckInfo, 18> kCodes{{
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   tok::CheckInput in;
-  in.embedding = tok::find_embedding(ck);
+  // Prefer the embedding under the text-weights prefix the arch registry resolves
+  // ("model.", "language_model.model.", "model.language_model."); suffix match otherwise.
+  std::string prefix;
+  if (ck.config.ok()) {
+    arch::ConfigView view = arch::resolve_config(ck.config.value, [&](std::string_view n) { return ck.weight(n) != nullptr; });
+    if (view.arch) prefix = view.prefix;
+  }
+  in.embedding = tok::find_embedding(ck, prefix);
   tok::check_tokenizer(ck, in, out);
 }
 
