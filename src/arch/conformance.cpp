@@ -62,6 +62,7 @@ constexpr std::string_view kActivationSuffixes[] = {".input_scale", ".input_zero
                                                     ".k_scale", ".v_scale"};
 
 std::optional<std::string_view> companion_module(std::string_view name) {
+  if (ends_with(name, ".weight")) return std::nullopt;  // the common case: no suffix ends so
   for (auto s : kCompanionSuffixes)
     if (ends_with(name, s)) return name.substr(0, name.size() - s.size());
   return std::nullopt;
@@ -77,6 +78,7 @@ struct Engine {
   std::unordered_map<std::string_view, size_t> by_name;
   std::vector<uint8_t> consumed;
   std::unordered_map<std::string_view, uint32_t> companions;  // module -> count of companions
+  bool any_expert_layout = false;  // MLX switch_mlp or transformers-v5 fused experts on disk
 
   std::map<std::string, size_t> capped;  // code -> emitted count
   std::map<std::string, size_t> overflow;
@@ -513,13 +515,7 @@ struct Engine {
 
   // MLX switch_mlp / fused expert layouts: rewrite the per-expert plan where the files use them.
   void adapt_expert_layouts(std::vector<ExpectedTensor>& plan) {
-    bool any_switch = false;
-    for (const auto& t : in.tensors)
-      if (t.name.find(".switch_mlp.") != std::string_view::npos) {
-        any_switch = true;
-        break;
-      }
-    if (!any_switch) return;
+    if (!any_expert_layout) return;
     const int64_t E = view.dim_or("E", 0);
     std::vector<ExpectedTensor> out;
     out.reserve(plan.size());
@@ -528,19 +524,38 @@ struct Engine {
         out.push_back(std::move(x));
         continue;
       }
-      if (x.expert != 0) continue;
       std::string n = x.name;
-      auto p = n.find(".experts.0.");
+      auto p = n.find(".experts." + std::to_string(x.expert) + ".");
       if (p == std::string::npos) {
         out.push_back(std::move(x));
         continue;
       }
-      std::string rest = n.substr(p + 11);
+      std::string cont = n.substr(0, p);
+      std::string rest = n.substr(p + 10 + std::to_string(x.expert).size());
       if (rest == "w1.weight") rest = "gate_proj.weight";
       if (rest == "w3.weight") rest = "up_proj.weight";
       if (rest == "w2.weight") rest = "down_proj.weight";
-      x.name = n.substr(0, p) + ".switch_mlp." + rest;
-      x.shape.insert(x.shape.begin(), static_cast<uint64_t>(E));
+      std::string mlx = cont + ".switch_mlp." + rest;
+      bool is_mlx = get(mlx) || companions.count(std::string_view(mlx).substr(0, mlx.size() - 7));
+      bool is_fused = get(cont + ".experts.gate_up_proj") != nullptr;
+      if (!is_mlx && !is_fused) {
+        out.push_back(std::move(x));
+        continue;
+      }
+      if (x.expert != 0) continue;
+      if (is_mlx) {
+        x.name = mlx;
+        x.shape.insert(x.shape.begin(), static_cast<uint64_t>(E));
+      } else {  // transformers v5 fused layout: gate_up [E, 2*I, H], down [E, H, I]
+        if (rest == "up_proj.weight") continue;
+        if (rest == "gate_proj.weight") {
+          x.name = cont + ".experts.gate_up_proj";
+          x.shape = {static_cast<uint64_t>(E), 2 * x.shape[0], x.shape[1]};
+        } else {
+          x.name = cont + ".experts.down_proj";
+          x.shape.insert(x.shape.begin(), static_cast<uint64_t>(E));
+        }
+      }
       x.expert = -1;
       out.push_back(std::move(x));
     }
@@ -610,8 +625,12 @@ struct Engine {
     by_name.reserve(in.tensors.size() * 2);
     for (size_t i = 0; i < in.tensors.size(); ++i) by_name.emplace(in.tensors[i].name, i);
     consumed.assign(in.tensors.size(), 0);
-    for (const auto& t : in.tensors)
+    for (const auto& t : in.tensors) {
       if (auto m = companion_module(t.name)) ++companions[*m];
+      if (!any_expert_layout && (ends_with(t.name, ".experts.gate_up_proj") ||
+                                 t.name.find(".switch_mlp.") != std::string_view::npos))
+        any_expert_layout = true;
+    }
 
     view = resolve_config(cfg, [&](std::string_view n) { return by_name.count(n) > 0; });
     if (fam & kCF) config_findings();

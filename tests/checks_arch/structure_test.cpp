@@ -245,6 +245,26 @@ TEST(MoeNested, Qwen3MoePerExpertWithDecoy) {
   EXPECT_FINDING(fs, "AR009", "holds 3 experts");
 }
 
+// transformers v5 fuses per-expert weights into experts.gate_up_proj [E, 2*I, H] and
+// experts.down_proj [E, H, I]; a checkpoint saved that way is accepted, a wrong split axis is not.
+TEST(MoeNested, Qwen3MoeFusedLayout) {
+  const char* cfg = R"({"model_type":"qwen3_moe","hidden_size":64,"num_hidden_layers":2,"intermediate_size":128,
+   "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"num_experts":4,"moe_intermediate_size":32,
+   "vocab_size":288,"tie_word_embeddings":false})";
+  auto ts = plan_for(cfg);
+  std::erase_if(ts, [](const T& t) { return t.name.find(".experts.") != std::string::npos; });
+  for (int i = 0; i < 2; ++i) {
+    std::string b = "model.layers." + std::to_string(i) + ".mlp.experts.";
+    ts.push_back({b + "gate_up_proj", st::DType::BF16, {4, 64, 64}});
+    ts.push_back({b + "down_proj", st::DType::BF16, {4, 64, 32}});
+  }
+  EXPECT_CLEAN(check(cfg, ts));
+  find_t(ts, "model.layers.0.mlp.experts.gate_up_proj")->shape = {4, 32, 128};
+  EXPECT_FINDING(check(cfg, ts), "AR004", "wrong axis");
+  find_t(ts, "model.layers.0.mlp.experts.gate_up_proj")->shape = {6, 64, 64};
+  EXPECT_FINDING(check(cfg, ts), "AR009", "stacks 6 experts");
+}
+
 TEST(Tied, StoredHeadWhenTiedWarnsForStrictLoaders) {
   const char* cfg = R"({"model_type":"gemma","hidden_size":64,"num_hidden_layers":1,"intermediate_size":128,
    "num_attention_heads":4,"num_key_value_heads":1,"head_dim":16,"vocab_size":288})";
