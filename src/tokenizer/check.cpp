@@ -174,6 +174,7 @@ void read_tokenizer_json(const JsonFile& tj, Tokens& tk, FindingSink& sink) {
     }
     const auto& obj = vocab->as_object();
     by_id.reserve(obj.size());
+    tk.by_text.max_load_factor(0.5f);
     tk.by_text.reserve(obj.size() + 64);
     tk.ids.reserve(obj.size() + 64);
     for (const auto& [text, idv] : obj) {
