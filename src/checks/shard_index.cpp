@@ -48,6 +48,7 @@ bool is_consolidated(std::string_view rel) { return starts_with(rel, "consolidat
 struct ShardName {
   std::string prefix;
   unsigned index = 0, total = 0;
+  std::string total_text;  // as written, e.g. "00002"
 };
 std::optional<ShardName> parse_shard_name(std::string_view rel) {
   constexpr std::string_view ext = ".safetensors";
@@ -71,7 +72,7 @@ std::optional<ShardName> parse_shard_name(std::string_view rel) {
   if (!ends_with(stem, "-")) return std::nullopt;
   stem.remove_suffix(1);
   return ShardName{std::string(stem), static_cast<unsigned>(std::stoul(std::string(index))),
-                   static_cast<unsigned>(std::stoul(std::string(total)))};
+                   static_cast<unsigned>(std::stoul(std::string(total))), std::string(total)};
 }
 
 // Numbering problems inside one set of names; empty when consistent (1..N or 0-based 0..N).
@@ -209,18 +210,18 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   for (const auto& p : numbering_problems(disk_shards, "shard files on disk"))
     out.add("IX009", Severity::error, p, "", "", "a shard is missing, or files of two exports are mixed");
   {
-    std::set<unsigned> idx_totals, disk_totals;
+    std::set<std::string> idx_totals, disk_totals;
     for (const auto& n : named)
-      if (auto s = parse_shard_name(n)) idx_totals.insert(s->total);
+      if (auto s = parse_shard_name(n)) idx_totals.insert(s->total_text);
     for (const auto& n : disk_shards)
-      if (auto s = parse_shard_name(n)) disk_totals.insert(s->total);
+      if (auto s = parse_shard_name(n)) disk_totals.insert(s->total_text);
     bool any_named_missing = false;
     for (const auto& n : named) any_named_missing |= ck.file(n) == nullptr;
     if (any_named_missing && !disk_shards.empty() && idx_totals != disk_totals) {
-      auto describe = [](const std::set<unsigned>& t, const std::vector<std::string>& names) {
+      auto describe = [](const std::set<std::string>& t, const std::vector<std::string>& names) {
         if (t.empty()) return "unnumbered names (" + list_names(names, 3) + ")";
         std::string s;
-        for (unsigned v : t) s += (s.empty() ? "'-of-" : ", '-of-") + std::to_string(v) + "'";
+        for (const auto& v : t) s += (s.empty() ? "'-of-" : ", '-of-") + v + "'";
         return s + " names";
       };
       out.add("IX009", Severity::error,

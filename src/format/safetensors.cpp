@@ -187,9 +187,15 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
   }
   h.parsed = true;
   h.tensors.reserve(obj.size());
-  // Duplicate names are reported by Checkpoint::finalize(), which indexes every name anyway.
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(obj.size() * 2);
   for (auto field : obj) {
     std::string_view key = field.key;
+    if (!seen.insert(key).second) {  // the first entry is kept; later ones are reported
+      problem(Rule::DuplicateKey, "key \"" + std::string(key) + "\" appears more than once in the header", 8,
+              std::string(key));
+      continue;
+    }
     if (key == "__metadata__") {
       simdjson::dom::object meta;
       if (field.value.get_object().get(meta) != simdjson::SUCCESS) {

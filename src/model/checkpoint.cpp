@@ -69,15 +69,9 @@ void Checkpoint::finalize() {
   for (const auto& s : shards) total += s.header.tensors.size();
   tensors_by_name.reserve(total);
   for (uint32_t si = 0; si < shards.size(); ++si) {
-    auto& header = shards[si].header;
-    const auto& ts = header.tensors;
+    const auto& ts = shards[si].header.tensors;
     for (uint32_t ei = 0; ei < ts.size(); ++ei) {
-      TensorLocs& locs = tensors_by_name[ts[ei].name];
-      for (const auto& loc : locs)
-        if (loc.shard == si)  // the same name twice in one header
-          header.problems.push_back(st::Problem{st::Rule::DuplicateKey, ts[ei].name,
-                                                "key \"" + ts[ei].name + "\" appears more than once in the header", 8});
-      locs.push_back({si, ei});
+      tensors_by_name[ts[ei].name].push_back({si, ei});
     }
   }
   auto& items = weights_.items_;

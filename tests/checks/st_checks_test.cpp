@@ -324,7 +324,12 @@ TEST(st_corpus, every_vector_classified_as_its_readme_says) {
     if (v.file.rfind("ok_", 0) == 0) {
       EXPECT_EQ(v.expected.rfind("accept", 0), 0u);
       EXPECT_FALSE(st_or_fs_error) << dump(all);
-      EXPECT_TRUE(only(all, {"ST"}).empty() || v.file == "ok_whitespace_leading_padded.safetensors") << dump(all);
+      // Hand-built vectors may carry an unpadded header (ST019, info); nothing above info,
+      // except the documented leading-whitespace warning (ST017).
+      bool st_above_info = false;
+      for (const auto& f : only(all, {"ST"}))
+        if (f.severity != Severity::info && f.code != "ST017") st_above_info = true;
+      EXPECT_FALSE(st_above_info) << dump(all);
       ++ok;
     } else {
       EXPECT_EQ(v.expected, "reject");
