@@ -19,8 +19,10 @@ PACKAGES=(
   curl                               # fetch benchmark baseline
 )
 
+# scripts/test.sh adds the heavier test-only oracles through EXTRA_PACKAGES.
+read -r -a extra <<< "${EXTRA_PACKAGES:-}"
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${PACKAGES[@]}" "${extra[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
