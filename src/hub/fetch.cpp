@@ -955,6 +955,34 @@ bool obtain_with_refresh(Ctx& ctx, TransferState& ts, Meta& meta, const fs::path
   }
 }
 
+// HEAD the file and check what the hub says against the commit being fetched and the tree
+// listing; on failure `fr` holds the classified error. `outcome` ends the message
+// ("nothing published" / "nothing written").
+bool fetch_checked_metadata(Ctx& ctx, const TreeEntry& te, const std::string& path, Meta& meta, FileResult& fr,
+                            const char* outcome) {
+  if (!head_metadata(ctx, path, meta, fr)) return false;
+  fr.etag = meta.etag;
+  fr.expected = meta.size;
+  if (meta.commit != ctx.commit) {
+    fr.kind = ErrorKind::protocol;
+    fr.error = path + ": the hub answered for commit " + meta.commit + " while fetching commit " + ctx.commit +
+               " (the revision moved or a proxy rewrote it); " + outcome;
+    return false;
+  }
+  if (!safe_etag(meta.etag)) {
+    fr.kind = ErrorKind::protocol;
+    fr.error = path + ": unusable etag '" + meta.etag.substr(0, 80) + "'";
+    return false;
+  }
+  if (te.size && *te.size != meta.size) {
+    fr.kind = ErrorKind::protocol;
+    fr.error = path + ": the tree listing says " + std::to_string(*te.size) + " bytes but the file metadata says " +
+               std::to_string(meta.size);
+    return false;
+  }
+  return true;
+}
+
 void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   const std::string& path = te.path;
   fs::path snap = ctx.repo_dir / "snapshots" / ctx.commit / path;
@@ -966,26 +994,7 @@ void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
     return;
   }
   Meta meta;
-  if (!head_metadata(ctx, path, meta, fr)) return;
-  fr.etag = meta.etag;
-  fr.expected = meta.size;
-  if (meta.commit != ctx.commit) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": the hub answered for commit " + meta.commit + " while fetching commit " + ctx.commit +
-               " (the revision moved or a proxy rewrote it); nothing published";
-    return;
-  }
-  if (!safe_etag(meta.etag)) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": unusable etag '" + meta.etag.substr(0, 80) + "'";
-    return;
-  }
-  if (te.size && *te.size != meta.size) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": the tree listing says " + std::to_string(*te.size) + " bytes but the file metadata says " +
-               std::to_string(meta.size);
-    return;
-  }
+  if (!fetch_checked_metadata(ctx, te, path, meta, fr, "nothing published")) return;
   std::string expected_hash = !te.lfs_oid.empty() ? te.lfs_oid : te.oid;
   if (!expected_hash.empty() && etag_kind(meta.etag) != EtagKind::opaque && expected_hash != meta.etag &&
       (etag_kind(meta.etag) == EtagKind::sha256 ? !te.lfs_oid.empty() : true)) {
@@ -1117,26 +1126,7 @@ void fetch_one_local(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
     return;
   }
   Meta meta;
-  if (!head_metadata(ctx, path, meta, fr)) return;
-  fr.etag = meta.etag;
-  fr.expected = meta.size;
-  if (meta.commit != ctx.commit) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": the hub answered for commit " + meta.commit + " while fetching commit " + ctx.commit +
-               " (the revision moved); nothing written";
-    return;
-  }
-  if (!safe_etag(meta.etag)) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": unusable etag '" + meta.etag.substr(0, 80) + "'";
-    return;
-  }
-  if (te.size && *te.size != meta.size) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": the tree listing says " + std::to_string(*te.size) + " bytes but the file metadata says " +
-               std::to_string(meta.size);
-    return;
-  }
+  if (!fetch_checked_metadata(ctx, te, path, meta, fr, "nothing written")) return;
   auto write_meta = [&]() {
     char ts[64];
     auto now = std::chrono::system_clock::now().time_since_epoch();
