@@ -1198,19 +1198,5 @@ std::string Interp::split_join_ws(const std::string& s) {
   return out;
 }
 
-std::string Interp::html_escape_str(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '\'': out += "&#39;"; break;
-      case '"': out += "&#34;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
 
 }  // namespace ckpt::jinja

@@ -96,6 +96,8 @@ static std::string html_escape(std::string_view s) {
   return out;
 }
 
+std::string Interp::html_escape_str(const std::string& s) { return html_escape(s); }
+
 Value Interp::escape(const Value& v) {
   if (v.k == K::Str && v.markup) return v;
   return str_val(html_escape(py_str(v)), true);
