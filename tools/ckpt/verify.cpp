@@ -49,7 +49,7 @@ int run_verify(int argc, char** argv) {
   app.add_option("TARGET", target, "model directory, HF cache snapshot directory, or org/name[@revision] in the local HF cache")
       ->required();
   app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json", "github", "sarif"}));
-  app.add_flag("--deep", deep, "also read tensor data (hashes, NaN/Inf scans)");
+  app.add_flag("--deep", deep, "read tensor data too (hashes, NaN/Inf scans) — not available in this version");
   app.add_flag("--strict", strict, "warnings also fail (exit 1)");
   app.add_option("--ignore", ignore, "codes or prefixes to drop, comma-separated (e.g. ST017,IX012)");
   app.add_option("--select", select, "only report these codes or prefixes, comma-separated (e.g. ST,IX)");
@@ -59,6 +59,13 @@ int run_verify(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    return 2;
+  }
+  if (deep) {
+    // Part of the CLI contract, but the HS family (hashes, NaN/Inf scans) is not built yet:
+    // refuse rather than silently run the header-only checks.
+    std::fprintf(stderr, "ckpt verify: --deep (hashes and NaN/Inf scans) is not implemented in this version; "
+                         "run without it for the header-only checks\n");
     return 2;
   }
   auto ignore_codes = split_codes(ignore), select_codes = split_codes(select);
