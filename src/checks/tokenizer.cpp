@@ -12,7 +12,7 @@ namespace ckpt::checks {
 namespace {
 
 constexpr std::array<CheckInfo, 18> kCodes{{
-    {"TK001", Severity::error, "no tokenizer files"},
+    {"TK001", Severity::warning, "no tokenizer files"},
     {"TK002", Severity::error, "tokenizer.json is not valid JSON"},
     {"TK003", Severity::error, "tokenizer model section is malformed or of an unknown type"},
     {"TK004", Severity::error, "vocabulary ids are not unique"},

@@ -464,7 +464,7 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
   }
   tk.finish();
   if (!ck.tokenizer.present && !tj_file && !spm && !slow_bpe && !tiktoken) {
-    sink.add("TK001", Severity::error,
+    sink.add("TK001", Severity::warning,
              "no tokenizer: expected tokenizer.json (or tokenizer.model, or vocab.json + merges.txt)", {},
              {},
              "loaders fall back to a degenerate one-token vocabulary that encodes every prompt, "
