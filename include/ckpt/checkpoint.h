@@ -223,5 +223,8 @@ std::filesystem::path hf_cache_root();
 std::string repo_folder_name(std::string_view repo_id);
 bool looks_like_repo_id(std::string_view target);
 bool is_commit_hash(std::string_view s);  // 40 lowercase hex
+// A path a file (an index's weight_map) may name: relative, no "..", no empty component,
+// no backslash or drive letter, no NUL. Anything else is never opened.
+bool is_safe_relative_path(std::string_view p);
 
 }  // namespace ckpt

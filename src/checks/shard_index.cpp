@@ -28,19 +28,6 @@ constexpr std::array<CheckInfo, 13> kCodes{{
     {"IX013", Severity::error, "duplicate tensor name in the index"},
 }};
 
-bool safe_relative(std::string_view p) {
-  if (p.empty() || p[0] == '/' || p.find('\\') != std::string_view::npos) return false;
-  if (p.size() >= 2 && p[1] == ':') return false;
-  size_t start = 0;
-  while (true) {
-    size_t slash = p.find('/', start);
-    std::string_view part = p.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
-    if (part == ".." || part.empty()) return false;
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
-  }
-  return true;
-}
 
 bool is_consolidated(std::string_view rel) { return starts_with(rel, "consolidated") && ends_with(rel, ".safetensors"); }
 
@@ -168,7 +155,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     if (memo && file == memo_key) return *memo;
     auto [it, fresh] = targets.try_emplace(file);
     if (fresh) {
-      it->second.safe = safe_relative(file);
+      it->second.safe = is_safe_relative_path(file);
       if (it->second.safe) {
         it->second.file = ck.file(file);
         it->second.shard = ck.shard(file);

@@ -64,4 +64,18 @@ bool looks_like_repo_id(std::string_view target) {
   return true;
 }
 
+bool is_safe_relative_path(std::string_view p) {
+  if (p.empty() || p[0] == '/' || p.find('\\') != std::string_view::npos) return false;
+  if (p.size() >= 2 && p[1] == ':') return false;
+  if (p.find('\0') != std::string_view::npos) return false;
+  size_t start = 0;
+  while (true) {
+    size_t slash = p.find('/', start);
+    std::string_view part = p.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (part == ".." || part.empty()) return false;
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
 }  // namespace ckpt

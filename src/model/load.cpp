@@ -51,20 +51,6 @@ void parse_json_file(const fs::path& abs, const std::string& rel, JsonFile& out)
   out.value = std::move(r.value);
 }
 
-// Validates a weight_map target: relative, no "..", no backslash, no drive letter.
-bool safe_relative(std::string_view p) {
-  if (p.empty() || p[0] == '/' || p.find('\\') != std::string_view::npos) return false;
-  if (p.size() >= 2 && p[1] == ':') return false;
-  size_t start = 0;
-  while (start <= p.size()) {
-    size_t slash = p.find('/', start);
-    std::string_view part = p.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
-    if (part == ".." || part.empty()) return false;
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
-  }
-  return p.find('\0') == std::string_view::npos;
-}
 
 // The index can hold ~100k entries: read weight_map straight from simdjson instead of
 // building a json::Value (only the small metadata object is kept as a value).
@@ -447,7 +433,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     std::set<std::string> parsed;
     for (const auto& sh : ck.shards) parsed.insert(sh.file);
     for (const auto& [name, file] : ck.index->weight_map) {
-      if (file.find('/') == std::string::npos || !safe_relative(file)) continue;
+      if (file.find('/') == std::string::npos || !is_safe_relative_path(file)) continue;
       const FileEntry* f = ck.file(file);
       if (!f || !f->readable() || !parsed.insert(file).second) continue;
       Shard sh;
