@@ -118,7 +118,9 @@ TEST(st_checks, ST009_size_overflow) {
 TEST(st_checks, ST010_span_differs_from_shape) {
   StDir m(raw(R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,4]}})", 4));
   expect_code(m.st(), "ST010", "test");
-  const auto* f = find(m.st(), "ST010");
+  const auto findings = m.st();  // keep the findings alive while `f` points into them
+  const auto* f = find(findings, "ST010");
+  ASSERT_NE(f, nullptr);
   EXPECT_TRUE(contains(f->message, "4 bytes") && contains(f->message, "16")) << f->message;
 }
 
