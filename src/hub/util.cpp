@@ -1,4 +1,5 @@
 // Public helpers of the hub module: repo specs, URL encoding, globs, path safety, env.
+#include "ckpt/checkpoint.h"
 #include <fnmatch.h>
 
 #include <cstdlib>
@@ -99,13 +100,8 @@ static fs::path hf_home() {
   return fs::path(home.empty() ? "/" : home) / ".cache" / "huggingface";
 }
 
-fs::path default_cache_dir() {
-  auto c = env("HF_HUB_CACHE");
-  if (!c.empty()) return c;
-  c = env("HUGGINGFACE_HUB_CACHE");
-  if (!c.empty()) return c;
-  return hf_home() / "hub";
-}
+// The same resolution `ckpt verify org/name` uses, so fetch writes where verify looks.
+fs::path default_cache_dir() { return ckpt::hf_cache_root(); }
 
 void apply_environment(FetchOptions& opts) {
   if (opts.endpoint.empty()) opts.endpoint = env("HF_ENDPOINT");
@@ -138,12 +134,7 @@ std::string repo_folder(const RepoSpec& spec) {
   return out;
 }
 
-bool is_commit(std::string_view s) {
-  if (s.size() != 40) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
+bool is_commit(std::string_view s) { return ckpt::is_commit_hash(s); }
 
 bool glob_match(std::string_view pattern, std::string_view path) {
   std::string p(pattern), s(path);
