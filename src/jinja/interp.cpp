@@ -98,6 +98,20 @@ static std::string html_escape(std::string_view s) {
 
 std::string Interp::html_escape_str(const std::string& s) { return html_escape(s); }
 
+std::string Interp::capture(const Body& body, std::shared_ptr<Frame>& f) {
+  std::string buf;
+  std::string* saved = out_;
+  out_ = &buf;
+  try {
+    exec(body, f);
+  } catch (...) {
+    out_ = saved;
+    throw;
+  }
+  out_ = saved;
+  return buf;
+}
+
 Value Interp::escape(const Value& v) {
   if (v.k == K::Str && v.markup) return v;
   return str_val(html_escape(py_str(v)), true);
@@ -1019,17 +1033,7 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
         break;
       }
       case SK::SetBlock: {
-        std::string buf;
-        std::string* saved = out_;
-        out_ = &buf;
-        try {
-          exec(st->body, f);
-        } catch (...) {
-          out_ = saved;
-          throw;
-        }
-        out_ = saved;
-        Value v = Value::str(std::move(buf));
+        Value v = Value::str(capture(st->body, f));
         if (st->filter) v = apply_filter_chain(st->filter.get(), v, f);
         assign(st->target.get(), v, f);
         break;
@@ -1063,17 +1067,7 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
         break;
       }
       case SK::FilterBlock: {
-        std::string buf;
-        std::string* saved = out_;
-        out_ = &buf;
-        try {
-          exec(st->body, f);
-        } catch (...) {
-          out_ = saved;
-          throw;
-        }
-        out_ = saved;
-        Value v = apply_filter_chain(st->filter.get(), Value::str(std::move(buf)), f);
+        Value v = apply_filter_chain(st->filter.get(), Value::str(capture(st->body, f)), f);
         emit(to_output(v));
         break;
       }

@@ -71,6 +71,8 @@ class Interp {
   CallArgs eval_args(const Expr* e, std::shared_ptr<Frame>& f);
   void assign(const Expr* target, const Value& v, std::shared_ptr<Frame>& f);
   Flow exec(const Body& body, std::shared_ptr<Frame>& f);
+  // Runs `body` with its output redirected into a string (set blocks, filter blocks).
+  std::string capture(const Body& body, std::shared_ptr<Frame>& f);
   Flow exec_for(const Stmt* st, std::shared_ptr<Frame>& f);
   Flow run_loop(const Stmt* st, const Value& seq, std::shared_ptr<Frame>& f, uint32_t depth0);
   Value call_loop(const Value& loop, CallArgs& a);
