@@ -73,7 +73,6 @@ def main():
                 dt, _, _ = run(cmd)
                 (tc if tag == "c" else tp).append(dt)
         mc, mp = statistics.median(tc), statistics.median(tp)
-        ntensors = out.count("")  # placeholder not used
         rows.append((name, mc * 1000, mp * 1000, mp / mc, min(tc) * 1000))
     print("\n| case | ckpt verify median | Python baseline median | ratio | ckpt best |")
     print("|---|---|---|---|---|")

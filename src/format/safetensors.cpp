@@ -81,14 +81,6 @@ std::optional<uint64_t> tensor_nbytes(DType dtype, std::span<const uint64_t> sha
 
 namespace {
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
 
 bool is_json_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -281,7 +273,6 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
     }
     h.tensors.push_back(std::move(t));
   }
-  (void)shape_text;
   return h;
 }
 

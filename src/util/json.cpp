@@ -362,7 +362,6 @@ struct Converter {
         simdjson::dom::object obj = e.get_object().value_unsafe();
         o.reserve(obj.size());
         std::unordered_set<std::string_view> seen;
-        bool has_dup = false;
         for (auto field : obj) {
           size_t saved = path.size();
           path += "/";
@@ -370,7 +369,6 @@ struct Converter {
           Value child = convert(field.value);
           path.resize(saved);
           if (!seen.insert(field.key).second) {
-            has_dup = true;
             dups.push_back({path.empty() ? "/" : path, std::string(field.key)});
             for (auto& m : o)
               if (m.first == field.key) m.second = std::move(child);  // last wins, first position
@@ -378,7 +376,6 @@ struct Converter {
           }
           o.emplace_back(std::string(field.key), std::move(child));
         }
-        (void)has_dup;
         return Value(std::move(o));
       }
     }
