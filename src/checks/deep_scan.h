@@ -59,7 +59,7 @@ struct FileResult {
 
 struct Options {
   unsigned threads = 0;            // 0 = hardware concurrency
-  size_t read_bytes = 1u << 20;    // one pread; hashed and scanned while it is in cache
+  size_t read_bytes = 256u << 10;  // one pread, hashed and scanned while it is still in L2
   uint64_t split_bytes = 64u << 20;  // unhashed files are scanned in ranges of about this size
 };
 

@@ -39,7 +39,7 @@ constexpr uint64_t kMinZeroElements = 16;  // smaller all-zero tensors are often
 struct Expected {
   EtagKind kind = EtagKind::opaque;
   std::string digest;
-  std::string source;  // "the cache blob name" / ".cache/huggingface/download/x.metadata"
+  std::string recorded;  // where it is recorded, as a phrase ending before the digest
   std::string fix;     // how to get the right bytes back
 };
 
@@ -139,8 +139,8 @@ std::optional<Expected> local_dir_expectation(const Checkpoint& ck, const FileEn
   e.kind = hub::detail::etag_kind(lines[1]);
   if (e.kind == EtagKind::opaque) return std::nullopt;
   e.digest = lines[1];
-  e.source = meta_rel;
-  e.fix = "re-download it (`ckpt fetch REPO " + f.rel + " --local-dir DIR` after deleting the file)";
+  e.recorded = meta_rel + " records";
+  e.fix = "delete it and download it again (huggingface_hub then rewrites the metadata)";
   return e;
 }
 
@@ -155,8 +155,9 @@ void plan_hashes(const Checkpoint& ck, Plan& plan) {
       e.kind = hub::detail::etag_kind(etag);
       if (e.kind == EtagKind::opaque) continue;
       e.digest = etag;
-      e.source = "the cache blob name (" + f.link_text + ")";
-      e.fix = "delete " + f.abs.string() + " and download the file again";
+      e.recorded = "its cache blob is named";
+      e.fix = "delete " + f.abs.string() + " and download the file again (`ckpt fetch " + ck.cache->repo_id + "@" +
+              ck.cache->commit + " " + f.rel + "`)";
     } else if (auto le = local_dir_expectation(ck, f)) {
       e = std::move(*le);
     } else {
@@ -250,9 +251,9 @@ void report(const Plan& plan, const std::vector<deep::FileResult>& results, Find
     const Expected& e = plan.expected[j];
     if (job.hash != EtagKind::opaque && res.error.empty() && res.digest != e.digest) {
       out.add("HS001", Severity::error,
-              std::string(algo_name(e.kind)) + " of the content is " + res.digest + " but " + e.source +
-                  " records " + e.digest + " (" + bytes_str(res.size) + " read): the bytes changed after download" +
-                  also,
+              "the content (" + bytes_str(res.size) + ") has " + algo_name(e.kind) + " " + res.digest + " but " +
+                  e.recorded + " " + e.digest + ", the " + algo_name(e.kind) + " it had when downloaded: the bytes "
+                  "changed after download" + also,
               rel, "",
               "a corrupted or partially overwritten file (disk error, a tool writing through the cache symlink, an "
               "interrupted copy or restore); " + e.fix);

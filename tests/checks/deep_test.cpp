@@ -531,8 +531,8 @@ TEST(hs_checks, HS001_tampered_lfs_blob_names_file_expected_and_actual_sha256) {
   const Finding* f = find(hs, "HS001", "model.safetensors");
   ASSERT_NE(f, nullptr) << dump(all);
   EXPECT_EQ(f->severity, Severity::error);
-  EXPECT_TRUE(contains(f->message, "sha256 of the content is " + actual)) << f->message;
-  EXPECT_TRUE(contains(f->message, "records " + etag)) << f->message;
+  EXPECT_TRUE(contains(f->message, "has sha256 " + actual)) << f->message;
+  EXPECT_TRUE(contains(f->message, "its cache blob is named " + etag)) << f->message;
   EXPECT_TRUE(contains(f->message, "bytes changed after download")) << f->message;
   EXPECT_TRUE(contains(f->hint, "blobs/" + etag)) << f->hint;
 }
@@ -550,7 +550,7 @@ TEST(hs_checks, HS001_tampered_git_blob_and_truncated_lfs_blob) {
   auto all = deep_verify("org/name");
   const Finding* tk = find(all, "HS001", "tokenizer_config.json");
   ASSERT_NE(tk, nullptr) << dump(all);
-  EXPECT_TRUE(contains(tk->message, "git blob sha1 of the content is " + git_blob_sha1(c.repo.dir() / "blobs" / tk_etag)))
+  EXPECT_TRUE(contains(tk->message, "has git blob sha1 " + git_blob_sha1(c.repo.dir() / "blobs" / tk_etag)))
       << tk->message;
   EXPECT_TRUE(contains(tk->message, tk_etag)) << tk->message;
   EXPECT_NE(find(all, "HS001", "model.safetensors"), nullptr) << dump(all);
@@ -665,6 +665,18 @@ TEST(hs_cli, fixtures_are_clean_under_deep) {
   auto r = run_ckpt({"verify", "--deep", "--select", "HS", "--format", "json", (d / "m").string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_FALSE(contains(r.out, "\"HS")) << r.out;
+}
+
+TEST(hs_checks, every_hs_code_is_registered_and_documented) {
+  std::string docs = read_text(fs::path(CKPT_SOURCE_DIR) / "docs/checks.md");
+  int n = 0;
+  for (const auto& c : all_checks()) {
+    std::string code(c.code);
+    if (code.rfind("HS", 0) != 0) continue;
+    ++n;
+    EXPECT_TRUE(contains(docs, "## " + code + " — ")) << code << " is not documented in docs/checks.md";
+  }
+  EXPECT_EQ(n, 5);
 }
 
 }  // namespace
