@@ -65,6 +65,9 @@ for t in "${TARGETS[@]}"; do
   for d in $(shared_seeds "$t"); do [ -d "$d" ] && seeds+=("$d"); done
   extra=()
   [ -f "fuzz/$t.dict" ] && extra+=("-dict=fuzz/$t.dict")
+  # The template engine leaks reference cycles (a known open item, see README): with leak
+  # detection on, every fork job stops at its first cycle. Drop this once the leak is fixed.
+  [ "$t" = fuzz_jinja ] && extra+=("-detect_leaks=0")
   before=$(find "$art" -type f | wc -l)
   echo "== $t: ${SECONDS_PER_TARGET}s (log $log)"
   rc=0
