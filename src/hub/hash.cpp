@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <algorithm>
+#include <memory>
 #include <vector>
 
 namespace ckpt::hub::detail {
@@ -62,31 +64,39 @@ std::string Hasher::hex_digest() {
   return out;
 }
 
-std::string hash_file(const std::filesystem::path& p, EtagKind kind, uint64_t size, std::string* error,
-                      uint64_t start_offset, Hasher* continue_from) {
+bool hash_file_range(const std::filesystem::path& p, Hasher& h, uint64_t from, uint64_t to, std::string* error) {
+  if (from >= to) return true;
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (error) *error = "cannot open " + p.string() + ": " + std::strerror(errno);
-    return {};
+    return false;
   }
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  Hasher local(continue_from ? EtagKind::opaque : kind, size);
-  Hasher& h = continue_from ? *continue_from : local;
-  std::vector<char> buf(4u << 20);
-  uint64_t off = start_offset;
-  while (off < size) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), size - off));
-    ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(off));
+  ::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from), POSIX_FADV_SEQUENTIAL);
+  // Not zero-initialised: every byte hashed was read into it first.
+  constexpr size_t kBuf = 4u << 20;
+  std::unique_ptr<char[]> buf(new char[kBuf]);
+  uint64_t off = from;
+  while (off < to) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(kBuf, to - off));
+    ssize_t n = ::pread(fd, buf.get(), want, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (error) *error = "short read of " + p.string() + " at byte " + std::to_string(off);
       ::close(fd);
-      return {};
+      return false;
     }
-    h.update(buf.data(), static_cast<size_t>(n));
+    h.update(buf.get(), static_cast<size_t>(n));
     off += static_cast<uint64_t>(n);
   }
   ::close(fd);
+  return true;
+}
+
+std::string hash_file(const std::filesystem::path& p, EtagKind kind, uint64_t size, std::string* error,
+                      uint64_t start_offset, Hasher* continue_from) {
+  Hasher local(continue_from ? EtagKind::opaque : kind, size);
+  Hasher& h = continue_from ? *continue_from : local;
+  if (!hash_file_range(p, h, start_offset, size, error)) return {};
   return h.hex_digest();
 }
 

@@ -27,6 +27,9 @@ class Hasher {
   std::unique_ptr<Impl> impl_;
 };
 
+// Feed bytes [from, to) of a file into `h` (not finished). False on a read error (*error set).
+bool hash_file_range(const std::filesystem::path& p, Hasher& h, uint64_t from, uint64_t to, std::string* error);
+
 // Hash the first `size` bytes of a file. Returns "" on read error (*error set).
 std::string hash_file(const std::filesystem::path& p, EtagKind kind, uint64_t size, std::string* error,
                       uint64_t start_offset = 0, Hasher* continue_from = nullptr);

@@ -41,6 +41,7 @@ struct HttpResponse {
   bool aborted_by_sink = false;
   bool body_too_large = false;
   std::string header(std::string_view name) const;  // first value, "" when absent
+  std::string header_all(std::string_view name) const;  // every value joined with ", "
   bool has_header(std::string_view name) const;
   bool transport_ok() const { return curl_code == 0; }
 };
