@@ -69,9 +69,10 @@ struct FetchOptions {
   uint64_t stall_bytes = 1;             //   this window (headers included) is aborted and retried
   double backoff_base = 1.0;            // seconds; delay = min(max, base*2^n) with full jitter
   double backoff_max = 30.0;
-  double retry_after_max = 300.0;       // cap on a server's Retry-After
+  double retry_after_max = 60.0;        // cap on a server's Retry-After / RateLimit wait
   uint64_t range_threshold = 64ull << 20;  // files at least this big download in parallel ranges
   unsigned range_parts = 4;             // ranges per large file
+  bool durable = true;                  // fdatasync each blob before the rename publishes it
   std::function<void(const FileProgress&)> on_progress;  // may be empty
   std::function<void(size_t files, uint64_t known_bytes)> on_plan;  // after listing; may be empty
   std::function<void(const std::string&)> on_log;        // retries, warnings; may be empty

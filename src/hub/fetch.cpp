@@ -1,6 +1,7 @@
 // The fetch pipeline: revision -> commit (API), tree listing at the commit, per-file
 // HEAD (same-host redirects only), transfer with stall detection / retries / resume /
 // parallel ranges, size + hash verification, atomic publish in huggingface_hub's layout.
+#include <curl/curl.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -9,10 +10,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -70,7 +74,10 @@ double parse_retry_after(const HttpResponse& r) {
   if (!ra.empty()) {
     char* end = nullptr;
     double v = std::strtod(ra.c_str(), &end);
-    if (end != ra.c_str() && v >= 0) return v;
+    if (end != ra.c_str() && v >= 0 && *end == '\0') return v;
+    // Retry-After may also be an HTTP-date (RFC 9110 10.2.3).
+    time_t when = curl_getdate(ra.c_str(), nullptr);
+    if (when > 0) return std::max(0.0, std::difftime(when, std::time(nullptr)));
   }
   return -1;
 }
@@ -144,12 +151,21 @@ struct Meta {
   std::string commit, etag, location;
   uint64_t size = 0;
   bool cross_host = false;
+  // What the bytes must hash to: the etag when it is a sha256 / git sha1 (any case), else the
+  // tree listing's hash for the file; empty: only the size can be checked.
+  std::string hash;
+  EtagKind hash_kind = EtagKind::opaque;
 };
 
 struct TreeEntry {
   std::string path;
-  std::optional<uint64_t> size;
-  std::string oid, lfs_oid;
+  std::optional<uint64_t> size;  // real size (lfs.size for LFS files)
+  std::string oid, lfs_oid;      // git blob sha1 (of the pointer for LFS), LFS sha256
+  // The listing's fields as huggingface_hub's trees/<commit>.json keeps them.
+  bool cacheable = false;        // came from the tree API with every field well formed
+  int64_t raw_size = 0, lfs_size = 0;
+  bool has_lfs = false;
+  std::string xet_hash;
 };
 
 struct Ctx {
@@ -161,6 +177,7 @@ struct Ctx {
   fs::path locks_dir;          // cache: <cache>/.locks/<folder>
   bool local = false;
   std::string commit;
+  std::atomic<bool> tree_contradicted{false};  // a HEAD disagreed with the tree listing
   std::mt19937_64 rng{std::random_device{}()};
   std::mutex mu;
 
@@ -224,10 +241,14 @@ HttpResponse request_with_retries(Ctx& ctx, const HttpRequest& req, const std::s
   }
 }
 
+// huggingface_hub's _normalize_etag: etag.lstrip("W/").strip('"') -- the blob is named by it.
 std::string normalize_etag(std::string e) {
-  if (e.rfind("W/", 0) == 0) e = e.substr(2);
-  if (e.size() >= 2 && e.front() == '"' && e.back() == '"') e = e.substr(1, e.size() - 2);
-  return e;
+  size_t a = 0;
+  while (a < e.size() && (e[a] == 'W' || e[a] == '/')) ++a;
+  while (a < e.size() && e[a] == '"') ++a;
+  size_t b = e.size();
+  while (b > a && e[b - 1] == '"') --b;
+  return e.substr(a, b - a);
 }
 
 bool safe_etag(const std::string& e) {
@@ -251,24 +272,31 @@ std::optional<uint64_t> parse_u64(const std::string& s) {
 // ---------------------------------------------------------------------------------------
 // Filesystem helpers.
 
+// Small metadata files (refs, .metadata, trees/): temp file, fsync, rename. The fsync keeps a
+// crash from leaving an empty refs/<rev> behind the rename (huggingface_hub would read "").
 bool write_file_atomic(const fs::path& p, const std::string& content, std::string* err) {
   std::error_code ec;
   fs::create_directories(p.parent_path(), ec);
   auto tmp = p.parent_path() / (".tmp." + p.filename().string() + "." + std::to_string(::getpid()) + "." +
                                 std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()) % 100000));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << content;
-    f.flush();
-    if (!f) {
-      if (err) *err = "cannot write " + tmp.string();
-      fs::remove(tmp, ec);
-      return false;
-    }
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  bool ok = fd >= 0;
+  size_t off = 0;
+  while (ok && off < content.size()) {
+    ssize_t w = ::write(fd, content.data() + off, content.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) ok = false;
+    else off += static_cast<size_t>(w);
   }
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    if (err) *err = "cannot rename to " + p.string() + ": " + ec.message();
+  if (ok && ::fsync(fd) != 0) ok = false;
+  if (fd >= 0 && ::close(fd) != 0) ok = false;
+  if (!ok) {
+    if (err) *err = "cannot write " + tmp.string() + ": " + std::strerror(errno);
+    fs::remove(tmp, ec);
+    return false;
+  }
+  if (::rename(tmp.c_str(), p.c_str()) != 0) {
+    if (err) *err = "cannot rename to " + p.string() + ": " + std::strerror(errno);
     fs::remove(tmp, ec);
     return false;
   }
@@ -346,66 +374,96 @@ bool no_symlink_below(const fs::path& base, const std::string& rel) {
 // ---------------------------------------------------------------------------------------
 // Transfer of one blob into a temp file, with resume, ranges, retries and verification.
 
-// Hashes the temp file while it downloads, following the contiguous written prefix on a
-// second thread, so verification costs no extra pass over the bytes. Any truncation
-// invalidates it and verify_blob falls back to hashing the file.
-class HashFollower {
+// The content hash of the temp file's prefix [0, hashed). A single stream hashes each chunk
+// in the write callback, straight from libcurl's buffer, so the bytes are never read back;
+// after a resume or parallel ranges the missing part is read back from the file.
+struct HashState {
+  HashState(EtagKind k, uint64_t s) : kind(k), size(s) { reset(); }
+  EtagKind kind;
+  uint64_t size;
+  std::unique_ptr<Hasher> h;
+  uint64_t hashed = 0;
+  bool broken = false;  // a read error while catching up: verification re-reads the file
+  void reset() {
+    h = std::make_unique<Hasher>(kind, size);
+    hashed = 0;
+  }
+  bool active() const { return kind != EtagKind::opaque && !broken; }
+  void update(const char* d, size_t n) {
+    h->update(d, n);
+    hashed += n;
+  }
+  void catch_up(const fs::path& p, uint64_t upto) {
+    if (!active() || upto <= hashed) return;
+    if (hash_file_range(p, *h, hashed, upto, nullptr)) hashed = upto;
+    else broken = true;
+  }
+  // Finishes the hash: call once, when the file is complete.
+  std::string digest() { return active() && hashed == size ? h->hex_digest() : std::string(); }
+};
+
+// Hashes the written, contiguous prefix of the temp file on a helper thread while parallel
+// ranges (or a resumed stream) land, so the hash is nearly done when the last byte is.
+class PrefixHasher {
  public:
-  HashFollower(const fs::path& p, EtagKind kind, uint64_t size) : path_(p), kind_(kind), size_(size) {
-    if (kind_ == EtagKind::opaque) return;
-    thread_ = std::thread([this] { run(); });
+  PrefixHasher(HashState& hs, const fs::path& p) : hs_(hs), path_(p) {
+    if (hs_.active()) thread_ = std::thread([this] { run(); });
   }
-  ~HashFollower() { finish(); }
+  ~PrefixHasher() { stop(); }
+  PrefixHasher(const PrefixHasher&) = delete;
+  PrefixHasher& operator=(const PrefixHasher&) = delete;
   void advance(uint64_t contiguous) {
-    uint64_t cur = avail_.load();
-    while (contiguous > cur && !avail_.compare_exchange_weak(cur, contiguous)) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (contiguous <= target_) return;
+      target_ = contiguous;
     }
+    cv_.notify_one();
   }
-  void invalidate() { invalid_ = true; }
-  // The digest of [0, size) when the follower saw all of it untouched, else "".
-  std::string finish() {
-    stop_ = true;
+  // Stops promptly; whatever is left is hashed by HashState::catch_up afterwards.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
     if (thread_.joinable()) thread_.join();
-    if (invalid_ || hashed_ != size_ || kind_ == EtagKind::opaque) return {};
-    if (digest_.empty()) digest_ = hasher_.hex_digest();
-    return digest_;
   }
 
  private:
   void run() {
     int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      invalid_ = true;
+      hs_.broken = true;
       return;
     }
-    std::vector<char> buf(2u << 20);
-    while (!invalid_) {
-      uint64_t a = std::min(avail_.load(), size_);
-      if (a > hashed_) {
-        size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), a - hashed_));
-        ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(hashed_));
-        if (n <= 0) {
-          if (n < 0 && errno == EINTR) continue;
-          invalid_ = true;
-          break;
-        }
-        hasher_.update(buf.data(), static_cast<size_t>(n));
-        hashed_ += static_cast<uint64_t>(n);
-        continue;
+    constexpr size_t kChunk = 4u << 20;
+    std::unique_ptr<char[]> buf(new char[kChunk]);
+    while (true) {
+      uint64_t target;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stop_ || target_ > hs_.hashed; });
+        if (stop_) break;
+        target = std::min(target_, hs_.size);
       }
-      if (stop_ || hashed_ == size_) break;
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, target - hs_.hashed));
+      ssize_t n = ::pread(fd, buf.get(), want, static_cast<off_t>(hs_.hashed));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        hs_.broken = true;
+        break;
+      }
+      hs_.update(buf.get(), static_cast<size_t>(n));
     }
     ::close(fd);
   }
+  HashState& hs_;
   fs::path path_;
-  EtagKind kind_;
-  uint64_t size_;
-  Hasher hasher_{kind_, size_};
-  std::atomic<uint64_t> avail_{0};
-  std::atomic<bool> invalid_{false}, stop_{false};
-  uint64_t hashed_ = 0;
-  std::string digest_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t target_ = 0;
+  bool stop_ = false;
   std::thread thread_;
 };
 
@@ -417,14 +475,14 @@ struct TransferState {
   FileProgress prog;
   Clock::time_point last_report{};
   std::mutex mu;
-  uint64_t received_total = 0;  // across range parts (for progress)
-  HashFollower* follower = nullptr;
+  HashState* hs = nullptr;              // content hash of the temp file's prefix
+  PrefixHasher* prefix_hasher = nullptr;  // set while a helper thread follows the file
   long last_status = 0;  // status of the latest GET (a CDN 403 triggers a fresh HEAD)
 
   void report(uint64_t received, bool force = false) {
     if (!ctx.opts.on_progress) return;
-    std::lock_guard<std::mutex> g(mu);
     auto now = Clock::now();
+    std::lock_guard<std::mutex> g(mu);
     if (!force && now - last_report < std::chrono::milliseconds(100)) return;
     last_report = now;
     prog.received = received;
@@ -442,43 +500,123 @@ struct AttemptResult {
   uint64_t progressed = 0;
 };
 
+// libcurl (7.88) hands the write callback at most 16 KiB at a time; the bytes go through a
+// per-thread buffer so the file sees a quarter of the pwrite calls.
+// 64 KiB measured best on the 2-core bench machine: 16 KiB costs more system calls, and from
+// 128 KiB on the kernel's copy into the page cache got markedly slower (cache misses with
+// eight transfers sharing two cores); bench/README.md, Fetch.
+constexpr size_t kWriteBuffer = 64u << 10;
+char* write_buffer() {
+  thread_local std::unique_ptr<char[]> b(new char[kWriteBuffer]);
+  return b.get();
+}
+
+bool pwrite_all(int fd, const char* d, size_t n, uint64_t off, std::string* err) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::pwrite(fd, d + done, n - done, static_cast<off_t>(off + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      *err = std::string("write failed: ") + (w < 0 ? std::strerror(errno) : "no progress");
+      return false;
+    }
+    done += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool http_scheme(const std::string& url) {
+  auto o = url_origin(url);
+  return o.rfind("http://", 0) == 0 || o.rfind("https://", 0) == 0;
+}
+
+std::string content_encoding(const HeaderList& hl) {
+  for (const auto& [k, v] : hl)
+    if (k == "content-encoding") {
+      std::string e;
+      for (char c : v) e += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (e != "identity" && !e.empty()) return e;
+    }
+  return {};
+}
+
 // GET `url` (following redirects, auth only on the endpoint's origin) for bytes [from, to),
-// writing them at their offsets in fd. `pos` advances as bytes land.
+// writing them at their offsets in fd. `pos` advances as bytes reach the file. A 206 that
+// covers only the start of the asked range is accepted and the rest asked for again.
 AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint64_t from, uint64_t to,
                         uint64_t size, bool whole_file_mode, std::atomic<uint64_t>& pos,
                         const std::atomic<bool>* abort_flag) {
   Ctx& ctx = ts.ctx;
   AttemptResult ar;
   std::string url = url0;
-  for (int hop = 0; hop < 10; ++hop) {
+  uint64_t cur = from;  // next byte to ask for
+  uint64_t first = from;  // where this attempt's bytes start (0 after a restart)
+  char* buf = write_buffer();
+  int hops = 0;
+  for (int requests = 0; requests < 100000; ++requests) {
+    if (hops > 10) break;
     HttpRequest req = ctx.base_request("GET", url);
-    if (from > 0 || to < size || !whole_file_mode)
-      req.headers.push_back("Range: bytes=" + std::to_string(from) + "-" + std::to_string(to - 1));
+    if (cur > 0 || to < size || !whole_file_mode)
+      req.headers.push_back("Range: bytes=" + std::to_string(cur) + "-" + std::to_string(to - 1));
     bool bad = false;
     std::string bad_msg;
     bool redirect = false;
+    long seen_status = 0;
     std::string err_body;
-    uint64_t write_pos = from;
-    uint64_t start_pos = from;
+    uint64_t write_pos = cur;  // next byte expected from the body
+    uint64_t range_end = to;   // end of what this response carries
+    // Buffered writes: buf holds [buf_start, buf_start + used).
+    uint64_t buf_start = cur;
+    size_t used = 0;
+    std::string write_err;
+    uint64_t kicked = cur;  // durable mode: writeback already started for [.., kicked)
+    auto flush = [&]() {
+      if (used == 0) return true;
+      if (!pwrite_all(fd, buf, used, buf_start, &write_err)) return false;
+      buf_start += used;
+      used = 0;
+      pos = buf_start;
+      if (ctx.opts.durable && buf_start - kicked >= (8u << 20)) {
+        // Start writeback as the bytes arrive, so the fdatasync before publishing has little left.
+        ::sync_file_range(fd, static_cast<off_t>(kicked), static_cast<off_t>(buf_start - kicked), SYNC_FILE_RANGE_WRITE);
+        kicked = buf_start;
+      }
+      if (ts.prefix_hasher) ts.prefix_hasher->advance(buf_start);
+      return true;
+    };
     req.on_headers = [&](long status, const HeaderList& hl) {
+      seen_status = status;
       HttpResponse tmp;
       tmp.headers = hl;
-      if (status >= 300 && status < 400 && !tmp.header("location").empty()) {
-        redirect = true;
-        return true;
+      if (status >= 300 && status < 400) {
+        redirect = !tmp.header("location").empty();
+        return true;  // a body, if any, is discarded; no Location is reported below
       }
+      if (status >= 400) return true;  // error body collected for the message
+      std::string enc = content_encoding(hl);
       if (status == 206) {
-        // Content-Range: bytes a-b/total must match what we asked for.
+        // Content-Range: bytes a-b/total must start where we asked and stay inside it.
         auto cr = tmp.header("content-range");
         unsigned long long a = 0, b = 0;
         char tot[32] = {0};
-        if (std::sscanf(cr.c_str(), "bytes %llu-%llu/%31s", &a, &b, tot) != 3 || a != from || b + 1 != to ||
+        bool parsed = std::sscanf(cr.c_str(), "bytes %llu-%llu/%31s", &a, &b, tot) == 3;
+        if (!enc.empty()) {
+          if (!whole_file_mode) {  // ranges come back content-encoded: useless for parts
+            ar.no_ranges = true;
+            return false;
+          }
+          bad = true;
+          bad_msg = "a ranged response came back with Content-Encoding: " + enc;
+          return false;
+        }
+        if (!parsed || a != cur || b < a || b + 1 > to ||
             (std::string(tot) != "*" && std::string(tot) != std::to_string(size))) {
           bad = true;
-          bad_msg = "Content-Range '" + cr + "' does not match the requested bytes " + std::to_string(from) + "-" +
+          bad_msg = "Content-Range '" + cr + "' does not match the requested bytes " + std::to_string(cur) + "-" +
                     std::to_string(to - 1) + "/" + std::to_string(size);
           return false;
         }
+        range_end = b + 1;
         return true;
       }
       if (status == 200) {
@@ -487,77 +625,69 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
           return false;
         }
         auto cl = tmp.header("content-length");
-        if (!cl.empty() && parse_u64(cl) != size) {
+        if (enc.empty() && !cl.empty() && parse_u64(cl) != size) {
           bad = true;
           bad_msg = "Content-Length " + cl + " differs from the expected size " + std::to_string(size);
           return false;
         }
-        if (from > 0) {
+        if (cur > 0) {
           ctx.log(ts.repo_path + ": server ignored Range (200); restarting from byte 0");
           if (::ftruncate(fd, 0) != 0) {
-            bad = true;
-            bad_msg = std::string("ftruncate: ") + std::strerror(errno);
+            write_err = std::string("ftruncate: ") + std::strerror(errno);
+            ar.fatal = true;
             return false;
           }
-          write_pos = 0;
-          start_pos = 0;
+          cur = first = write_pos = buf_start = 0;
           pos = 0;
-          if (ts.follower) ts.follower->invalidate();
+          if (ts.hs) ts.hs->reset();
         }
+        range_end = to;
         return true;
       }
-      return true;  // error status: body collected below for the message
+      bad = true;
+      bad_msg = "unexpected HTTP " + std::to_string(status) + " for a download";
+      return false;
     };
     req.on_body = [&](const char* data, size_t n) {
-      if (redirect) return true;
-      if (ar.outcome.kind != ErrorKind::none) return true;
-      if (abort_flag && abort_flag->load()) return false;
-      if (write_pos + n > to) {
-        bad = true;
-        bad_msg = "server sent more bytes than expected (" + std::to_string(write_pos + n - start_pos) + " > " +
-                  std::to_string(to - start_pos) + ")";
-        return false;
-      }
-      size_t off = 0;
-      while (off < n) {
-        ssize_t w = ::pwrite(fd, data + off, n - off, static_cast<off_t>(write_pos + off));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-          bad_msg = std::string("write failed: ") + std::strerror(errno);
-          ar.fatal = true;
-          return false;
-        }
-        off += static_cast<size_t>(w);
-      }
-      write_pos += n;
-      pos = write_pos;
-      if (whole_file_mode) {
-        if (ts.follower) ts.follower->advance(write_pos);
-        ts.report(write_pos);
-      }
-      return true;
-    };
-    // Error bodies (4xx/5xx) must not be written into the file: detect by status first.
-    auto user_on_headers = req.on_headers;
-    long seen_status = 0;
-    req.on_headers = [&](long status, const HeaderList& hl) {
-      seen_status = status;
-      return user_on_headers(status, hl);
-    };
-    auto user_on_body = req.on_body;
-    req.on_body = [&](const char* data, size_t n) {
-      if (seen_status >= 400 || (seen_status >= 300 && seen_status < 400)) {
+      if (seen_status >= 300 || redirect) {
         if (err_body.size() < 4096) err_body.append(data, std::min<size_t>(n, 4096 - err_body.size()));
         return true;
       }
-      return user_on_body(data, n);
+      if (abort_flag && abort_flag->load(std::memory_order_relaxed)) return false;
+      if (write_pos + n > range_end) {
+        bad = true;
+        bad_msg = "server sent more bytes than expected (" + std::to_string(write_pos + n - cur) + " > " +
+                  std::to_string(range_end - cur) + ")";
+        return false;
+      }
+      if (ts.hs && whole_file_mode && !ts.prefix_hasher && ts.hs->active() && ts.hs->hashed == write_pos)
+        ts.hs->update(data, n);
+      if (used + n > kWriteBuffer && !flush()) {
+        ar.fatal = true;
+        return false;
+      }
+      if (n > kWriteBuffer) {
+        if (!pwrite_all(fd, data, n, write_pos, &write_err)) {
+          ar.fatal = true;
+          return false;
+        }
+        buf_start = write_pos + n;
+        pos = buf_start;
+      } else {
+        std::memcpy(buf + used, data, n);
+        used += n;
+      }
+      write_pos += n;
+      if (whole_file_mode) ts.report(write_pos);
+      return true;
     };
     HttpResponse r = perform(req);
+    if (!ar.fatal && !flush()) ar.fatal = true;
     ts.last_status = r.status;
-    ar.progressed = write_pos > start_pos ? write_pos - start_pos : 0;
+    ar.progressed += write_pos > cur ? write_pos - cur : 0;
     if (ar.fatal) {
       ar.outcome.kind = ErrorKind::io;
-      ar.outcome.message = ts.repo_path + ": " + bad_msg;
+      ar.outcome.message = ts.repo_path + ": " + write_err;
       return ar;
     }
     if (ar.no_ranges) return ar;
@@ -568,32 +698,53 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
       ar.restart = whole_file_mode;
       return ar;
     }
-    if (redirect && r.status >= 300 && r.status < 400) {
+    if (r.status >= 300 && r.status < 400 && r.transport_ok()) {
+      if (!redirect) {
+        ar.outcome.kind = ErrorKind::protocol;
+        ar.outcome.message = ts.repo_path + ": HTTP " + std::to_string(r.status) + " without a Location to follow";
+        return ar;
+      }
       std::string next = resolve_location(url, r.header("location"));
+      if (!http_scheme(next)) {
+        ar.outcome.kind = ErrorKind::protocol;
+        ar.outcome.message = ts.repo_path + ": redirect to a non-HTTP location refused (" + next.substr(0, 100) + ")";
+        return ar;
+      }
       if (url_origin(next) != url_origin(url)) ctx.log(ts.repo_path + ": following redirect to " + url_origin(next));
       url = next;
+      ++hops;
       continue;
     }
     r.body = err_body;
     ar.outcome = classify(r, ts.repo_path, !ctx.opts.token.empty());
-    if (r.status == 416 && whole_file_mode) {
+    if (r.status == 416) {
+      if (!whole_file_mode) {  // parts beyond what the server holds: let one stream sort it out
+        ar.no_ranges = true;
+        return ar;
+      }
       // Asked beyond the end: the temp file is complete or wrong; restart when unsure.
       ar.restart = true;
       ar.outcome.kind = ErrorKind::protocol;
       ar.outcome.retryable = true;
-      ar.outcome.message = ts.repo_path + ": HTTP 416 for Range bytes=" + std::to_string(from) + "- (Content-Range " +
+      ar.outcome.message = ts.repo_path + ": HTTP 416 for Range bytes=" + std::to_string(cur) + "- (Content-Range " +
                            r.header("content-range") + ")";
       return ar;
     }
     if (ar.outcome.kind != ErrorKind::none) return ar;
-    if (write_pos != to) {
-      ar.outcome.kind = ErrorKind::network;
-      ar.outcome.retryable = true;
-      ar.outcome.message = ts.repo_path + ": body ended early: received " + std::to_string(write_pos) + " of " +
-                           std::to_string(to) + " bytes";
+    if (write_pos == to) {
+      ar.complete = true;
       return ar;
     }
-    ar.complete = true;
+    if (write_pos == range_end && range_end > cur) {
+      // The server answered a smaller range than asked (allowed): ask for the rest.
+      cur = write_pos;
+      hops = 0;
+      continue;
+    }
+    ar.outcome.kind = ErrorKind::network;
+    ar.outcome.retryable = true;
+    ar.outcome.message = ts.repo_path + ": body ended early: received " + std::to_string(write_pos) + " of " +
+                         std::to_string(to) + " bytes" + (seen_status ? "" : " (no response)");
     return ar;
   }
   ar.outcome.kind = ErrorKind::protocol;
@@ -617,13 +768,15 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
     if (::ftruncate(fd, 0) != 0) {}
     have = 0;
   }
-  if (ts.follower) ts.follower->advance(have);
   if (have > 0) ctx.log(ts.repo_path + ": resuming from byte " + std::to_string(have) + " of " + std::to_string(size));
   int failures = 0;        // attempts that failed without real progress
   int total_attempts = 0;  // hard cap
   bool ranges_ok = true;
   const uint64_t progress_unit = std::max<uint64_t>(1u << 20, size / 20);
   Outcome last;
+  auto hash_ready = [&](uint64_t upto) {  // hs->hashed must not exceed what the file keeps
+    if (ts.hs && ts.hs->hashed > upto) ts.hs->reset();
+  };
   while (have < size) {
     if (ctx.cancelled()) {
       fr.kind = ErrorKind::cancelled;
@@ -643,6 +796,9 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
       for (unsigned i = 0; i < parts; ++i) pos[i] = starts[i];
       std::vector<AttemptResult> res(parts);
       std::atomic<bool> abort_all{false};
+      hash_ready(have);
+      std::optional<PrefixHasher> ph;
+      if (ts.hs) ph.emplace(*ts.hs, tmp);
       std::vector<std::thread> threads;
       for (unsigned i = 0; i < parts; ++i) {
         threads.emplace_back([&, i] {
@@ -669,19 +825,19 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
           }
         });
       }
-      // Progress for the whole file while parts run.
+      // Progress for the whole file, and the contiguous prefix for the hasher, while parts run.
       while (true) {
         bool all_done = true;
         uint64_t got = 0;
         for (unsigned i = 0; i < parts; ++i) got += pos[i] - starts[i];
         ts.report(have + got);
-        if (ts.follower) {
+        if (ph) {
           uint64_t contiguous = have;
           for (unsigned i = 0; i < parts; ++i) {
             contiguous = pos[i];
             if (pos[i] < starts[i + 1]) break;
           }
-          ts.follower->advance(contiguous);
+          ph->advance(contiguous);
         }
         for (unsigned i = 0; i < parts; ++i)
           if (pos[i] < starts[i + 1] && !abort_all) all_done = false;
@@ -690,6 +846,7 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
         if (ctx.cancelled()) abort_all = true;
       }
       for (auto& t : threads) t.join();
+      if (ph) ph->stop();
       // The contiguous prefix is what a later run can resume from.
       uint64_t prefix = have;
       bool all_complete = true;
@@ -708,12 +865,14 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
       }
       if (::ftruncate(fd, static_cast<off_t>(prefix)) != 0) {}
       have = prefix;
+      hash_ready(have);
       bool no_ranges = false;
       for (auto& r : res) {
         if (r.no_ranges) no_ranges = true;
         if (r.outcome.kind != ErrorKind::none) last = r.outcome;
         if (r.fatal) ar.fatal = true;
       }
+      if (ar.fatal) break;
       if (no_ranges) {
         ctx.log(ts.repo_path + ": server does not honour Range requests; downloading in one stream");
         ranges_ok = false;
@@ -722,13 +881,26 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
       if (ctx.cancelled()) continue;
       break;  // parts exhausted their retries
     }
+    // One stream from `have`: hashed inline when the hash is at `have`, else a helper
+    // thread catches up from the file and follows it.
+    hash_ready(have);
+    std::optional<PrefixHasher> ph;
+    if (ts.hs && ts.hs->active() && ts.hs->hashed < have) {
+      ph.emplace(*ts.hs, tmp);
+      ph->advance(have);
+      ts.prefix_hasher = &*ph;
+    }
     std::atomic<uint64_t> pos{have};
     ar = get_range(ts, url, fd, have, size, size, true, pos, nullptr);
+    if (ph) {
+      ph->stop();
+      ts.prefix_hasher = nullptr;
+    }
     have = pos;
     if (ar.restart) {
       if (::ftruncate(fd, 0) != 0) {}
       have = 0;
-      if (ts.follower) ts.follower->invalidate();
+      hash_ready(0);
     }
     if (ar.complete) {
       have = size;
@@ -764,15 +936,20 @@ std::string resolve_url(const Ctx& ctx, const std::string& path) {
          "/" + percent_encode(path, true);
 }
 
-// HEAD /resolve/<commit>/<path>, following same-host redirects only.
-bool head_metadata(Ctx& ctx, const std::string& path, Meta& meta, FileResult& fr) {
+// HEAD /resolve/<commit>/<path>, as huggingface_hub's get_hf_file_metadata: a relative
+// Location (the 307 to /api/resolve-cache/...) is followed; an absolute one is where the GET
+// goes and the metadata comes from the response that named it. A same-host absolute redirect
+// whose response lacks the metadata (an alternative endpoint, HH#4739) is followed as well.
+// Values missing from the last response come from earlier hops, then from the tree listing.
+bool head_metadata(Ctx& ctx, const std::string& path, const TreeEntry* te, Meta& meta, FileResult& fr) {
   std::string url = resolve_url(ctx, path);
-  std::string commit_seen;
+  std::string commit_seen, linked_etag_seen, etag_seen, linked_size_seen;
   for (int hop = 0; hop < 10; ++hop) {
     HttpRequest req = ctx.base_request("HEAD", url);
     Outcome o;
     HttpResponse r = request_with_retries(ctx, req, path, &o, &fr.retries);
-    if (!r.header("x-repo-commit").empty()) commit_seen = r.header("x-repo-commit");
+    std::string commit = r.header("x-repo-commit");
+    if (!commit.empty()) commit_seen = commit;
     if (o.kind != ErrorKind::none) {
       fr.kind = o.kind;
       fr.error = o.message;
@@ -787,32 +964,66 @@ bool head_metadata(Ctx& ctx, const std::string& path, Meta& meta, FileResult& fr
       return false;
     }
     bool is_redirect = r.status >= 300 && r.status < 400;
+    // X-Linked-* (the hub's word on the content) beat a plain ETag / Content-Length, which on a
+    // storage server after a redirect may describe something else (an S3 multipart etag).
+    std::string linked_etag = normalize_etag(r.header("x-linked-etag"));
+    std::string plain_etag = normalize_etag(r.header("etag"));
+    std::string linked_size = r.header("x-linked-size");
+    std::string plain_size;
+    if (!is_redirect && r.header("content-encoding").empty()) plain_size = r.header("content-length");
     auto loc = r.header("location");
-    if (is_redirect && !loc.empty()) {
+    if (is_redirect && loc.empty()) {
+      fr.kind = ErrorKind::protocol;
+      fr.error = path + ": HTTP " + std::to_string(r.status) + " redirect without Location on the metadata request";
+      return false;
+    }
+    if (!is_redirect && r.status != 200) {
+      fr.kind = ErrorKind::protocol;
+      fr.error = path + ": unexpected HTTP " + std::to_string(r.status) + " on the metadata request";
+      return false;
+    }
+    if (is_redirect) {
       std::string next = resolve_location(url, loc);
-      if (url_origin(next) == url_origin(url)) {
-        url = next;  // same host (e.g. /api/resolve-cache/...): follow, keep auth
+      if (!http_scheme(next)) {
+        fr.kind = ErrorKind::protocol;
+        fr.error = path + ": redirect to a non-HTTP location refused (" + next.substr(0, 100) + ")";
+        return false;
+      }
+      bool relative = loc.find("://") == std::string::npos && loc.rfind("//", 0) != 0;
+      bool same_host = url_origin(next) == url_origin(url);
+      bool complete = !commit_seen.empty() && !(linked_etag.empty() && plain_etag.empty()) && parse_u64(linked_size);
+      if (relative || (same_host && !complete)) {
+        if (!linked_etag.empty()) linked_etag_seen = linked_etag;
+        if (!plain_etag.empty()) etag_seen = plain_etag;
+        if (!linked_size.empty()) linked_size_seen = linked_size;
+        url = next;  // same host: follow, keep auth
         continue;
       }
       meta.location = next;
-      meta.cross_host = true;
-    } else if (is_redirect) {
-      fr.kind = ErrorKind::protocol;
-      fr.error = path + ": HTTP " + std::to_string(r.status) + " redirect without Location";
-      return false;
+      meta.cross_host = !same_host;
     } else {
       meta.location = url;
     }
-    meta.commit = r.header("x-repo-commit");
-    if (meta.commit.empty()) meta.commit = commit_seen;
-    meta.etag = normalize_etag(r.header("x-linked-etag"));
-    if (meta.etag.empty()) meta.etag = normalize_etag(r.header("etag"));
-    auto sz = r.header("x-linked-size");
-    if (sz.empty() && !is_redirect) sz = r.header("content-length");
+    meta.commit = commit_seen;
+    for (const std::string* e : {&linked_etag, &linked_etag_seen, &plain_etag, &etag_seen})
+      if (meta.etag.empty()) meta.etag = *e;
+    auto size = parse_u64(linked_size);
+    if (!size) size = parse_u64(linked_size_seen);
+    if (!size) size = parse_u64(plain_size);
+    // The tree listing fills what the metadata response left out (and is checked against
+    // it where both exist, in fetch_checked_metadata).
+    std::string tree_hash = te ? (!te->lfs_oid.empty() ? te->lfs_oid : te->oid) : std::string();
+    if (meta.etag.empty() && !tree_hash.empty() && etag_kind(tree_hash) != EtagKind::opaque) {
+      ctx.log(path + ": no ETag on the metadata response; using the tree listing's hash " + tree_hash);
+      meta.etag = tree_hash;
+    }
+    if (!size && te && te->size) {
+      ctx.log(path + ": no X-Linked-Size/Content-Length on the metadata response; using the tree listing's size");
+      size = te->size;
+    }
     std::vector<std::string> missing;
     if (meta.commit.empty()) missing.push_back("X-Repo-Commit");
     if (meta.etag.empty()) missing.push_back("ETag/X-Linked-Etag");
-    auto size = parse_u64(sz);
     if (!size) missing.push_back("X-Linked-Size/Content-Length");
     if (!missing.empty()) {
       std::string m;
@@ -826,7 +1037,7 @@ bool head_metadata(Ctx& ctx, const std::string& path, Meta& meta, FileResult& fr
     return true;
   }
   fr.kind = ErrorKind::protocol;
-  fr.error = path + ": too many same-host redirects on the metadata request";
+  fr.error = path + ": too many same-host redirects on the metadata request (a redirect loop?)";
   return false;
 }
 
@@ -865,31 +1076,49 @@ mode_t umask_mode() {
 }
 
 bool verify_blob(Ctx& ctx, const fs::path& tmp, const Meta& meta, FileResult& fr, const std::string& path,
-                 std::string digest = {}) {
+                 HashState* hs) {
   uint64_t sz = file_size_or_zero(tmp);
   if (sz != meta.size) {
     fr.kind = ErrorKind::integrity;
     fr.error = path + ": size mismatch: expected " + std::to_string(meta.size) + " bytes, file has " + std::to_string(sz);
     return false;
   }
-  auto kind = etag_kind(meta.etag);
-  if (kind == EtagKind::opaque) {
-    ctx.log("warning: " + path + ": etag '" + meta.etag + "' is not a sha256 or git sha1; only the size was verified");
+  if (meta.hash_kind == EtagKind::opaque) {
+    ctx.log("warning: " + path + ": etag '" + meta.etag +
+            "' is not a sha256 or git sha1 and the tree listing gave no hash; only the size was verified");
     return true;
   }
+  std::string digest;
+  if (hs) {
+    hs->catch_up(tmp, meta.size);
+    digest = hs->digest();
+  }
   std::string err;
-  if (digest.empty()) digest = hash_file(tmp, kind, meta.size, &err);
+  if (digest.empty()) digest = hash_file(tmp, meta.hash_kind, meta.size, &err);
   if (digest.empty()) {
     fr.kind = ErrorKind::io;
     fr.error = path + ": " + err;
     return false;
   }
-  if (digest != meta.etag) {
+  if (digest != meta.hash) {
     fr.kind = ErrorKind::integrity;
-    fr.error = path + ": " + (kind == EtagKind::sha256 ? "sha256" : "git blob sha1") + " mismatch: expected " +
-               meta.etag + ", downloaded bytes hash to " + digest;
+    fr.error = path + ": " + (meta.hash_kind == EtagKind::sha256 ? "sha256" : "git blob sha1") + " mismatch: expected " +
+               meta.hash + ", downloaded bytes hash to " + digest;
     return false;
   }
+  return true;
+}
+
+// Make the downloaded bytes durable before the rename publishes them, so a crash cannot leave
+// a published blob shorter than its name says (nothing re-checks a cached blob's hash).
+bool sync_file(const fs::path& p, std::string* err) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fdatasync(fd) != 0) {
+    *err = "cannot sync " + p.string() + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  ::close(fd);
   return true;
 }
 
@@ -898,16 +1127,10 @@ bool obtain_verified(Ctx& ctx, TransferState& ts, const Meta& meta, const fs::pa
   FileResult& fr = ts.fr;
   for (int round = 0; round < 2; ++round) {
     uint64_t before = file_size_or_zero(tmp);
-    // Create the file first so the follower can open it.
-    { int cfd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); if (cfd >= 0) ::close(cfd); }
-    HashFollower follower(tmp, etag_kind(meta.etag), meta.size);
-    ts.follower = &follower;
+    HashState hs(meta.hash_kind, meta.size);
+    ts.hs = &hs;
     bool ok_transfer = transfer(ts, meta.location, tmp, meta.size);
-    if (ok_transfer) follower.advance(meta.size);
-    std::string digest = ok_transfer ? follower.finish() : std::string();
-    if (!ok_transfer) follower.invalidate();
-    follower.finish();
-    ts.follower = nullptr;
+    ts.hs = nullptr;
     if (!ok_transfer) {
       // Over-the-network count for the summary.
       uint64_t now = file_size_or_zero(tmp);
@@ -915,7 +1138,14 @@ bool obtain_verified(Ctx& ctx, TransferState& ts, const Meta& meta, const fs::pa
       return false;
     }
     fr.downloaded += meta.size > before ? meta.size - before : 0;
-    if (verify_blob(ctx, tmp, meta, fr, ts.repo_path, digest)) return true;
+    if (verify_blob(ctx, tmp, meta, fr, ts.repo_path, &hs)) {
+      if (!ctx.opts.durable) return true;
+      std::string err;
+      if (sync_file(tmp, &err)) return true;
+      fr.kind = ErrorKind::io;
+      fr.error = ts.repo_path + ": " + err;
+      return false;
+    }
     std::error_code ec;
     fs::remove(tmp, ec);  // corrupt bytes are never resumed from
     fr.received = 0;
@@ -930,7 +1160,7 @@ bool obtain_verified(Ctx& ctx, TransferState& ts, const Meta& meta, const fs::pa
 
 // A signed CDN URL can expire mid-download (403/401 from the CDN): ask the hub for a fresh
 // location (same etag and size) and continue, at most twice.
-bool obtain_with_refresh(Ctx& ctx, TransferState& ts, Meta& meta, const fs::path& tmp) {
+bool obtain_with_refresh(Ctx& ctx, TransferState& ts, const TreeEntry& te, Meta& meta, const fs::path& tmp) {
   for (int refresh = 0;; ++refresh) {
     ts.last_status = 0;
     if (obtain_verified(ctx, ts, meta, tmp)) return true;
@@ -940,7 +1170,7 @@ bool obtain_with_refresh(Ctx& ctx, TransferState& ts, Meta& meta, const fs::path
             "); asking the hub for a fresh one");
     Meta fresh;
     FileResult scratch;
-    if (!head_metadata(ctx, ts.repo_path, fresh, scratch)) return false;
+    if (!head_metadata(ctx, ts.repo_path, &te, fresh, scratch)) return false;
     if (fresh.etag != meta.etag || fresh.size != meta.size) {
       ts.fr.kind = ErrorKind::protocol;
       ts.fr.error = ts.repo_path + ": the file changed on the hub during the download (etag " + meta.etag + " -> " +
@@ -955,30 +1185,51 @@ bool obtain_with_refresh(Ctx& ctx, TransferState& ts, Meta& meta, const fs::path
   }
 }
 
+std::string lower_hex(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 // HEAD the file and check what the hub says against the commit being fetched and the tree
 // listing; on failure `fr` holds the classified error. `outcome` ends the message
 // ("nothing published" / "nothing written").
 bool fetch_checked_metadata(Ctx& ctx, const TreeEntry& te, const std::string& path, Meta& meta, FileResult& fr,
                             const char* outcome) {
-  if (!head_metadata(ctx, path, meta, fr)) return false;
+  if (!head_metadata(ctx, path, &te, meta, fr)) return false;
   fr.etag = meta.etag;
   fr.expected = meta.size;
-  if (meta.commit != ctx.commit) {
+  auto fail = [&](std::string msg) {
     fr.kind = ErrorKind::protocol;
-    fr.error = path + ": the hub answered for commit " + meta.commit + " while fetching commit " + ctx.commit +
-               " (the revision moved or a proxy rewrote it); " + outcome;
+    fr.error = path + ": " + msg + "; " + outcome;
     return false;
-  }
-  if (!safe_etag(meta.etag)) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": unusable etag '" + meta.etag.substr(0, 80) + "'";
-    return false;
-  }
+  };
+  if (meta.commit != ctx.commit)
+    return fail("the hub answered for commit " + meta.commit + " while fetching commit " + ctx.commit +
+                " (the revision moved or a proxy rewrote it)");
+  if (!safe_etag(meta.etag)) return fail("unusable etag '" + meta.etag.substr(0, 80) + "'");
   if (te.size && *te.size != meta.size) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": the tree listing says " + std::to_string(*te.size) + " bytes but the file metadata says " +
-               std::to_string(meta.size);
-    return false;
+    ctx.tree_contradicted = true;
+    return fail("the tree listing says " + std::to_string(*te.size) + " bytes but the file metadata says " +
+                std::to_string(meta.size));
+  }
+  // The hash the bytes must have: the etag (sha256 for LFS, git sha1 otherwise, any case),
+  // else the listing's.
+  std::string etag_l = lower_hex(meta.etag);
+  EtagKind ek = etag_kind(etag_l);
+  std::string tree_hash = lower_hex(!te.lfs_oid.empty() ? te.lfs_oid : te.oid);
+  EtagKind tk = etag_kind(tree_hash);
+  if (ek != EtagKind::opaque) {
+    // A git-sha1 etag is compared with the listing's oid; a sha256 one with its lfs.oid.
+    bool comparable = tk == ek && (ek == EtagKind::git_sha1 || !te.lfs_oid.empty());
+    if (comparable && tree_hash != etag_l) {
+      ctx.tree_contradicted = true;
+      return fail("the tree listing's hash " + tree_hash + " differs from the file's etag " + meta.etag);
+    }
+    meta.hash = etag_l;
+    meta.hash_kind = ek;
+  } else if (tk != EtagKind::opaque) {
+    meta.hash = tree_hash;
+    meta.hash_kind = tk;
   }
   return true;
 }
@@ -995,13 +1246,6 @@ void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   }
   Meta meta;
   if (!fetch_checked_metadata(ctx, te, path, meta, fr, "nothing published")) return;
-  std::string expected_hash = !te.lfs_oid.empty() ? te.lfs_oid : te.oid;
-  if (!expected_hash.empty() && etag_kind(meta.etag) != EtagKind::opaque && expected_hash != meta.etag &&
-      (etag_kind(meta.etag) == EtagKind::sha256 ? !te.lfs_oid.empty() : true)) {
-    fr.kind = ErrorKind::protocol;
-    fr.error = path + ": the tree listing's hash " + expected_hash + " differs from the file's etag " + meta.etag;
-    return;
-  }
   TransferState ts{ctx, path, fr};
   ts.prog.path = path;
   ts.prog.total = meta.size;
@@ -1024,7 +1268,7 @@ void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
       }
       fs::path tmp = ctx.repo_dir / "blobs" / (meta.etag + ".incomplete");
       ts.report(file_size_or_zero(tmp), true);
-      if (!obtain_with_refresh(ctx, ts, meta, tmp)) {
+      if (!obtain_with_refresh(ctx, ts, te, meta, tmp)) {
         ts.prog.failed = true;
         ts.report(fr.received, true);
         return;
@@ -1158,7 +1402,7 @@ void fetch_one_local(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   std::error_code ec;
   fs::create_directories(tmp.parent_path(), ec);
   fs::create_directories(dest.parent_path(), ec);
-  if (!obtain_with_refresh(ctx, ts, meta, tmp)) {
+  if (!obtain_with_refresh(ctx, ts, te, meta, tmp)) {
     ts.prog.failed = true;
     ts.report(fr.received, true);
     return;
@@ -1259,17 +1503,33 @@ bool list_tree(Ctx& ctx, std::vector<TreeEntry>& out, Outcome& o) {
       return false;
     }
     for (const auto& e : pr.value.as_array()) {
-      if (!e.is_object() || e.get_string("type").value_or("file") != "file") continue;
+      auto type = e.is_object() ? e.get_string("type") : std::nullopt;
+      if (!e.is_object() || type.value_or("file") != "file") continue;
       auto p = e.get_string("path");
       if (!p) continue;
       TreeEntry te;
       te.path = *p;
+      const json::Value* sz = e.find("size");
       if (auto s = e.get_int("size"); s && *s >= 0) te.size = static_cast<uint64_t>(*s);
       te.oid = e.get_string("oid").value_or("");
-      if (auto* lfs = e.find("lfs"); lfs && lfs->is_object()) {
+      const json::Value* lfs = e.find("lfs");
+      bool lfs_ok = true;
+      if (lfs && lfs->is_object()) {
         te.lfs_oid = lfs->get_string("oid").value_or(lfs->get_string("sha256").value_or(""));
-        if (auto s = lfs->get_int("size"); s && *s >= 0) te.size = static_cast<uint64_t>(*s);
+        auto ls = lfs->get_int("size");
+        if (ls && *ls >= 0) {
+          te.size = static_cast<uint64_t>(*ls);
+          te.lfs_size = *ls;
+        }
+        te.has_lfs = true;
+        lfs_ok = ls && *ls >= 0 && lfs->get_string("oid");
+      } else if (lfs && !lfs->is_null()) {
+        lfs_ok = false;
       }
+      // Kept for trees/<commit>.json only when every field huggingface_hub stores is well formed.
+      if (const json::Value* xh = e.find("xetHash"); xh && xh->is_string()) te.xet_hash = xh->as_string();
+      te.cacheable = type.has_value() && sz && sz->is_int() && sz->as_int() >= 0 && e.get_string("oid") && lfs_ok;
+      if (te.cacheable) te.raw_size = sz->as_int();
       out.push_back(std::move(te));
       if (out.size() > 10'000'000) {
         o.kind = ErrorKind::protocol;
@@ -1277,7 +1537,7 @@ bool list_tree(Ctx& ctx, std::vector<TreeEntry>& out, Outcome& o) {
         return false;
       }
     }
-    std::string next = next_link(r.header("link"));
+    std::string next = next_link(r.header_all("link"));
     if (!next.empty()) {
       next = resolve_location(url, next);
       if (url_origin(next) != ctx.origin) {
@@ -1287,6 +1547,117 @@ bool list_tree(Ctx& ctx, std::vector<TreeEntry>& out, Outcome& o) {
       }
     }
     url = next;
+  }
+  return true;
+}
+
+// A JSON string literal as Python's json.dumps(ensure_ascii=True) writes it (huggingface_hub
+// writes trees/<commit>.json that way): \uXXXX, lowercase, for everything outside ' '..'~'.
+void append_py_json_string(std::string& out, std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  auto u = [&](uint32_t v) {
+    out += "\\u";
+    for (int sh = 12; sh >= 0; sh -= 4) out += hex[(v >> sh) & 15];
+  };
+  out += '"';
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        default:
+          if (c < 0x20 || c == 0x7f) u(c);
+          else out += static_cast<char>(c);
+      }
+      continue;
+    }
+    // UTF-8 (the JSON parser validated it) -> code point -> \u escapes (surrogate pairs).
+    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    uint32_t cp = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+    for (size_t k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    i += len;
+    if (cp >= 0x10000) {
+      cp -= 0x10000;
+      u(0xD800 + (cp >> 10));
+      u(0xDC00 + (cp & 0x3FF));
+    } else {
+      u(cp);
+    }
+  }
+  out += '"';
+}
+
+bool xet_hash_usable(const std::string& h) {
+  if (h.size() != 64) return false;
+  for (char c : h)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// huggingface_hub's trees/<commit>.json (format_version 1, _tree_cache.py): every file of the
+// listing, sorted, json.dump(indent=1). A redacted xetHash (64 '*' on gated repos,
+// xet-core#895) is left out rather than cached.
+std::string trees_json(const std::vector<TreeEntry>& tree) {
+  std::map<std::string, const TreeEntry*> files;  // byte order == code point order for UTF-8
+  for (const auto& t : tree) files[t.path] = &t;
+  std::string out = "{\n \"format_version\": 1,\n \"files\": {";
+  bool first = true;
+  for (const auto& [p, t] : files) {
+    out += first ? "\n  " : ",\n  ";
+    first = false;
+    append_py_json_string(out, p);
+    out += ": {\n   \"size\": " + std::to_string(t->raw_size) + ",\n   \"blob_id\": ";
+    append_py_json_string(out, t->oid);
+    if (t->has_lfs) {
+      out += ",\n   \"lfs_sha256\": ";
+      append_py_json_string(out, t->lfs_oid);
+      out += ",\n   \"lfs_size\": " + std::to_string(t->lfs_size);
+    }
+    if (xet_hash_usable(t->xet_hash)) {
+      out += ",\n   \"xet_hash\": ";
+      append_py_json_string(out, t->xet_hash);
+    }
+    out += "\n  }";
+  }
+  out += first ? "}" : "\n }";
+  out += "\n}";
+  return out;
+}
+
+// Writes the listing of `commit` unless a usable one is there already (a commit's listing
+// never changes; one of another format_version is left to the huggingface_hub that wrote it).
+// Returns true when this call wrote the file.
+bool write_tree_cache(Ctx& ctx, const fs::path& folder, const std::vector<TreeEntry>& tree) {
+  for (const auto& t : tree)
+    if (!t.cacheable) {
+      ctx.log("note: the tree listing has an entry without size/oid (" + t.path.substr(0, 100) +
+              "); trees/" + ctx.commit + ".json not written");
+      return false;
+    }
+  fs::path p = folder / "trees" / (ctx.commit + ".json");
+  std::string content = trees_json(tree);
+  std::ifstream in(p, std::ios::binary);
+  if (in) {
+    std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (old == content) return false;
+    auto pr = json::parse(old);
+    if (pr.ok() && pr.value.is_object() && pr.value.find("format_version")) {
+      if (pr.value.get_int("format_version") == 1)
+        ctx.log("warning: " + p.string() + " differs from the hub's listing of the same commit; left as is");
+      return false;
+    }
+  }
+  std::string err;
+  if (!write_file_atomic(p, content, &err)) {
+    ctx.log("warning: " + err + " (the tree cache is optional)");
+    return false;
   }
   return true;
 }
@@ -1466,11 +1837,16 @@ FetchResult fetch(const RepoSpec& spec, const FetchOptions& opts_in) {
   ctx.commit = res.commit = rr.commit;
   std::vector<TreeEntry> tree;
   Outcome to;
-  if (!list_tree(ctx, tree, to)) {
+  bool listed = list_tree(ctx, tree, to);
+  if (!listed) {
     if (to.kind == ErrorKind::http || to.kind == ErrorKind::protocol) {
       ctx.log("warning: " + to.message + "; using the file list from the revision API (no sizes)");
       tree.clear();
-      for (auto& s : siblings) tree.push_back(TreeEntry{s, std::nullopt, "", ""});
+      for (auto& s : siblings) {
+        TreeEntry te;
+        te.path = s;
+        tree.push_back(std::move(te));
+      }
     } else {
       res.kind = to.kind;
       res.error = to.message;
@@ -1484,11 +1860,21 @@ FetchResult fetch(const RepoSpec& spec, const FetchOptions& opts_in) {
     for (const auto& t : tree) by_path[t.path] = &t;
     for (const auto& p : ctx.opts.paths) {
       auto it = by_path.find(p);
-      plan.push_back(it != by_path.end() ? *it->second : TreeEntry{p, std::nullopt, "", ""});
+      TreeEntry bare;
+      bare.path = p;
+      plan.push_back(it != by_path.end() ? *it->second : bare);
     }
   } else {
     for (const auto& t : tree)
       if (selected(ctx.opts, t.path)) plan.push_back(t);
+  }
+  {  // one worker per path, even if the listing repeats one (the last entry wins, as a dict)
+    std::map<std::string, size_t> last;
+    for (size_t i = 0; i < plan.size(); ++i) last[plan[i].path] = i;
+    std::vector<TreeEntry> unique;
+    for (size_t i = 0; i < plan.size(); ++i)
+      if (last[plan[i].path] == i) unique.push_back(std::move(plan[i]));
+    plan = std::move(unique);
   }
   std::erase_if(plan, [&](const TreeEntry& t) {
     bool bad = !safe_repo_path(t.path) || (ctx.local && (t.path == ".cache" || t.path.rfind(".cache/", 0) == 0));
@@ -1513,6 +1899,10 @@ FetchResult fetch(const RepoSpec& spec, const FetchOptions& opts_in) {
   } else {
     res.snapshot_dir = ctx.repo_dir / "snapshots" / ctx.commit;
   }
+  // trees/<commit>.json: written, as huggingface_hub >= 1.22 does, from a complete listing and
+  // before any file, so a snapshot this run leaves incomplete (failure, Ctrl-C, --include) is
+  // reported by snapshot_download(local_files_only=True) instead of loading silently.
+  bool wrote_tree = listed && write_tree_cache(ctx, ctx.local ? ctx.repo_dir / ".cache" / "huggingface" : ctx.repo_dir, tree);
   // Workers: one file each, `jobs` at a time.
   std::vector<FileResult> results(plan.size());
   std::atomic<size_t> next{0};
@@ -1549,11 +1939,19 @@ FetchResult fetch(const RepoSpec& spec, const FetchOptions& opts_in) {
       res.ok = false;
       if (res.kind == ErrorKind::none) res.kind = f.kind;
     }
-  if (!ctx.local) {
+  if (wrote_tree && ctx.tree_contradicted) {
+    // The hub's own metadata disagreed with its listing: the cache keeps no listing it cannot trust.
+    std::error_code ec;
+    fs::remove((ctx.local ? ctx.repo_dir / ".cache" / "huggingface" : ctx.repo_dir) / "trees" / (ctx.commit + ".json"), ec);
+  }
+  if (!ctx.local && res.ok) {
     std::error_code ec;
     fs::create_directories(res.snapshot_dir, ec);
     // refs/<revision> last, only when every requested file is published.
-    if (res.ok && spec.revision != ctx.commit) {
+    fs::path ref = ctx.repo_dir / "refs" / spec.revision;
+    std::ifstream cur_ref(ref, std::ios::binary);
+    std::string cur((std::istreambuf_iterator<char>(cur_ref)), std::istreambuf_iterator<char>());
+    if (spec.revision != ctx.commit && cur != ctx.commit) {  // as huggingface_hub: only when it changes
       std::string err;
       if (!write_file_atomic(ctx.repo_dir / "refs" / spec.revision, ctx.commit, &err)) {
         res.ok = false;

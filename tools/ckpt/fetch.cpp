@@ -227,6 +227,10 @@ int run_fetch(int argc, char** argv) {
   app.add_option("--range-parts", o.range_parts, "parallel ranges per large file (1 disables)")->check(CLI::Range(1, 32));
   app.add_option("--range-threshold", range_threshold_mib, "MiB from which a file is fetched in parallel ranges");
   app.add_option("--progress-interval", progress_interval, "seconds between plain progress lines when not on a TTY");
+  bool no_fsync = false;
+  app.add_flag("--no-fsync", no_fsync,
+               "do not fdatasync each blob before publishing it (faster on slow disks; a crash may then leave a "
+               "published blob short)");
   app.add_flag("--offline", o.offline, "use only the local cache; never touch the network (also HF_HUB_OFFLINE=1)");
   app.add_flag("--quiet,-q", quiet, "no progress output");
   app.add_flag("--no-verify", no_verify, "skip the header-only verify of the fetched snapshot");
@@ -278,6 +282,7 @@ int run_fetch(int argc, char** argv) {
   o.range_threshold = range_threshold_mib << 20;
   o.cache_dir = cache_dir;
   o.local_dir = local_dir;
+  o.durable = !no_fsync;
   o.cancel = &g_cancel;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
