@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -96,6 +97,54 @@ bool send_all(int fd, const char* d, size_t n) {
 }
 
 bool send_str(int fd, const std::string& s) { return send_all(fd, s.data(), s.size()); }
+
+uint32_t crc32(const std::string& d) {
+  static uint32_t table[256];
+  static bool init = [] {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+    return true;
+  }();
+  (void)init;
+  uint32_t c = 0xFFFFFFFFu;
+  for (unsigned char b : d) c = table[(c ^ b) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+// A valid gzip member made of stored (uncompressed) deflate blocks: no zlib needed.
+std::string gzip_stored(const std::string& d) {
+  std::string out("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", 10);
+  size_t off = 0;
+  do {
+    size_t n = std::min<size_t>(65535, d.size() - off);
+    bool last = off + n == d.size();
+    out += static_cast<char>(last ? 1 : 0);
+    out += static_cast<char>(n & 0xFF);
+    out += static_cast<char>(n >> 8);
+    out += static_cast<char>(~n & 0xFF);
+    out += static_cast<char>((~n >> 8) & 0xFF);
+    out.append(d, off, n);
+    off += n;
+  } while (off < d.size());
+  auto le32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xFF);
+  };
+  le32(crc32(d));
+  le32(static_cast<uint32_t>(d.size()));
+  return out;
+}
+
+std::string http_date(double from_now) {
+  time_t t = std::time(nullptr) + static_cast<time_t>(from_now);
+  char buf[64];
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
 
 const char* reason(int st) {
   switch (st) {
@@ -305,9 +354,11 @@ void MockHub::handle(int fd, const std::string& name) {
 }
 
 static void respond(int fd, int status, const std::vector<std::pair<std::string, std::string>>& headers,
-                    const std::string& body, bool head = false) {
+                    const std::string& body_in, bool head = false, bool gzip = false) {
+  std::string body = gzip ? gzip_stored(body_in) : body_in;
   std::string h = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
   for (const auto& [k, v] : headers) h += k + ": " + v + "\r\n";
+  if (gzip) h += "Content-Encoding: gzip\r\n";
   h += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
   send_str(fd, h);
   if (!head) send_str(fd, body);
@@ -330,6 +381,10 @@ void MockHub::route_hub(int fd, Request& rq) {
   // /org/name/resolve/REV/path...
   std::string repo, kind, rev, file;
   bool resolve_cache = false;
+  if (seg.size() == 3 && seg[1] == "lfs") {  // same-host LFS storage (same_host_lfs)
+    route_cdn(fd, rq);
+    return;
+  }
   if (seg.size() >= 6 && seg[1] == "api" && seg[2] == "models") {
     repo = seg[3] + "/" + seg[4];
     kind = seg[5];
@@ -347,6 +402,7 @@ void MockHub::route_hub(int fd, Request& rq) {
     rev = pct_decode(seg[4]);
     for (size_t i = 5; i < seg.size(); ++i) file += (i > 5 ? "/" : "") + seg[i];
     file = pct_decode(file);
+    resolve_cache = rq.query.find("direct=1") != std::string::npos;  // relative_redirects target
   } else {
     error_response(fd, 404, "", "not found", {}, head);
     return;
@@ -400,10 +456,15 @@ void MockHub::route_hub(int fd, Request& rq) {
     for (size_t i = 0; i < files.size(); ++i) body += (i ? "," : "") + std::string("{\"rfilename\":") + json::quoted(files[i].path) + "}";
     body += "]}";
     g.unlock();
-    respond(fd, 200, {{"Content-Type", "application/json"}}, body, head);
+    respond(fd, 200, {{"Content-Type", "application/json"}}, body, head, gzip_api_);
     return;
   }
   if (kind == "tree") {
+    if (break_tree_) {
+      g.unlock();
+      error_response(fd, 404, "", "tree listing unavailable", {}, head);
+      return;
+    }
     std::vector<const MockFile*> sorted;
     for (const auto& f : files) sorted.push_back(&f);
     std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->path < b->path; });
@@ -422,19 +483,27 @@ void MockHub::route_hub(int fd, Request& rq) {
         firstent = false;
       }
       std::string et = etag_of(f);
-      body += std::string(firstent ? "" : ",") + "{\"type\":\"file\",\"oid\":\"" +
-              (f.lfs ? git_sha1_hex("version https://git-lfs.github.com/spec/v1\noid sha256:" + et + "\n") : et) +
-              "\",\"size\":" + std::to_string(f.size()) + ",\"path\":" + json::quoted(f.path);
-      if (f.lfs) body += ",\"lfs\":{\"oid\":\"" + et + "\",\"size\":" + std::to_string(f.size()) + ",\"pointerSize\":134}";
+      uint64_t listed = f.size() + (f.path == tree_lie_ ? 1 : 0);
+      body += std::string(firstent ? "" : ",") + "{\"type\":\"file\",\"oid\":\"" + tree_oid(f) +
+              "\",\"size\":" + std::to_string(listed) + ",\"path\":" + json::quoted(f.path);
+      if (f.lfs) body += ",\"lfs\":{\"oid\":\"" + et + "\",\"size\":" + std::to_string(listed) + ",\"pointerSize\":134}";
+      if (!f.xet_hash.empty()) body += ",\"xetHash\":" + json::quoted(f.xet_hash);
       body += "}";
       firstent = false;
     }
     body += "]";
     std::vector<std::pair<std::string, std::string>> h = {{"Content-Type", "application/json"}};
-    if (end < sorted.size())
-      h.emplace_back("Link", "<" + endpoint() + rq.path + "?recursive=true&cursor=" + std::to_string(end) + ">; rel=\"next\"");
+    if (end < sorted.size()) {
+      std::string next = "?recursive=true&cursor=" + std::to_string(end);
+      if (tree_link_variants_) {  // relative to the request path, after a separate rel="prev"
+        h.emplace_back("Link", "<" + seg.back() + "?recursive=true&cursor=0>; rel=\"prev\"");
+        h.emplace_back("Link", "<" + seg.back() + next + ">; rel=\"next\"");
+      } else {
+        h.emplace_back("Link", "<" + endpoint() + rq.path + next + ">; rel=\"next\"");
+      }
+    }
     g.unlock();
-    respond(fd, 200, h, body, head);
+    respond(fd, 200, h, body, head, gzip_api_);
     return;
   }
   if (kind != "resolve") {
@@ -455,9 +524,12 @@ void MockHub::route_hub(int fd, Request& rq) {
   g.unlock();
   if (!resolve_cache && !copy.lfs) {
     // Small files: a relative 307 to the commit-pinned resolve-cache URL (same host).
+    auto slash = copy.path.rfind('/');
+    std::string base = slash == std::string::npos ? copy.path : copy.path.substr(slash + 1);
     respond(fd, 307,
-            {{"Location", "/api/resolve-cache/models/" + repo + "/" + commit + "/" + pct_encode_path(copy.path) +
-                              "?etag=%22" + etag + "%22"},
+            {{"Location", relative_redirects_ ? pct_encode_path(base) + "?direct=1"
+                                              : "/api/resolve-cache/models/" + repo + "/" + commit + "/" +
+                                                    pct_encode_path(copy.path) + "?etag=%22" + etag + "%22"},
              {strip_commit_ ? "X-Stripped" : "X-Repo-Commit", commit},
              {"ETag", "\"" + etag + "\""},
              {"Accept-Ranges", "bytes"},
@@ -465,7 +537,7 @@ void MockHub::route_hub(int fd, Request& rq) {
             "", head);
     return;
   }
-  if (copy.lfs && cdn_fd_ >= 0 && !resolve_cache) {
+  if (copy.lfs && (cdn_fd_ >= 0 || same_host_lfs_) && !resolve_cache) {
     // Fault on the metadata call happens here (HEAD), the body faults on the CDN.
     Fault fl;
     {
@@ -484,11 +556,14 @@ void MockHub::route_hub(int fd, Request& rq) {
       error_response(fd, fl.status, "", "injected", {}, head);
       return;
     }
+    std::string where = cdn_fd_ >= 0 ? "http://127.0.0.1:" + std::to_string(cdn_port_) + "/blob/" + etag +
+                                           "?Expires=9999&Signature=mock"
+                                     : endpoint() + "/lfs/" + etag;
     respond(fd, 302,
-            {{"Location", "http://127.0.0.1:" + std::to_string(cdn_port_) + "/blob/" + etag + "?Expires=9999&Signature=mock"},
+            {{"Location", where},
              {strip_commit_ ? "X-Stripped" : "X-Repo-Commit", commit},
-             {"X-Linked-Etag", "\"" + etag + "\""},
-             {"X-Linked-Size", std::to_string(copy.size())},
+             {"X-Linked-Etag", copy.weak_etag ? "W/\"" + etag + "\"" : "\"" + etag + "\""},
+             {copy.no_linked_size ? "X-No-Size" : "X-Linked-Size", std::to_string(copy.size())},
              {"ETag", "\"" + etag + "\""}},
             "", head);
     return;
@@ -498,7 +573,7 @@ void MockHub::route_hub(int fd, Request& rq) {
 
 void MockHub::route_cdn(int fd, Request& rq) {
   auto seg = split(rq.path, '/');
-  if (seg.size() != 3 || seg[1] != "blob") {
+  if (seg.size() != 3 || (seg[1] != "blob" && seg[1] != "lfs")) {
     respond(fd, 404, {}, "no such blob", rq.method == "HEAD");
     return;
   }
@@ -521,11 +596,18 @@ void MockHub::route_cdn(int fd, Request& rq) {
   }
   MockFile copy = *f;
   g.unlock();
-  serve_file(fd, rq, repo, copy, "", true);
+  serve_file(fd, rq, repo, copy, "", true, seg[1] == "lfs");
+}
+
+std::string MockHub::tree_oid(const MockFile& f) {
+  std::string et = etag_of(f);
+  return f.lfs ? git_sha1_hex("version https://git-lfs.github.com/spec/v1\noid sha256:" + et + "\nsize " +
+                              std::to_string(f.size()) + "\n")
+               : et;
 }
 
 void MockHub::serve_file(int fd, Request& rq, const std::string& repo, const MockFile& f, const std::string& commit,
-                         bool cdn) {
+                         bool cdn, bool opaque_etag) {
   bool head = rq.method == "HEAD";
   Fault fl;
   {
@@ -543,14 +625,17 @@ void MockHub::serve_file(int fd, Request& rq, const std::string& repo, const Moc
     }
   }
   std::string etag = etag_of(f);
+  std::string shown_etag = f.weak_etag ? "W/\"" + etag + "\"" : "\"" + etag + "\"";
   std::vector<std::pair<std::string, std::string>> h;
   if (!cdn) {
     if (!strip_commit_) h.emplace_back("X-Repo-Commit", commit);
-    h.emplace_back("ETag", "\"" + etag + "\"");
+    h.emplace_back("ETag", shown_etag);
     if (f.lfs) {
-      h.emplace_back("X-Linked-Etag", "\"" + etag + "\"");
-      h.emplace_back("X-Linked-Size", std::to_string(f.size()));
+      h.emplace_back("X-Linked-Etag", shown_etag);
+      if (!f.no_linked_size) h.emplace_back("X-Linked-Size", std::to_string(f.size()));
     }
+  } else if (opaque_etag) {
+    h.emplace_back("ETag", "\"d41d8cd98f00b204e9800998ecf8427e-7\"");  // an S3 multipart etag: not the content hash
   }
   h.emplace_back("Accept-Ranges", "bytes");
   h.emplace_back("Content-Type", "application/octet-stream");
@@ -563,10 +648,20 @@ void MockHub::serve_file(int fd, Request& rq, const std::string& repo, const Moc
     respond(fd, 403, {}, "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>", head);
     return;
   }
+  if (fl.kind == FaultKind::redirect_loop) {
+    respond(fd, 302, {{"Location", rq.target}}, "", head);
+    return;
+  }
+  if (fl.kind == FaultKind::no_location) {
+    respond(fd, 302, {}, "moved somewhere", head);
+    return;
+  }
   if (fl.kind == FaultKind::rate_limit) {
     std::vector<std::pair<std::string, std::string>> rh;
     if (fl.ratelimit_header) {
       rh.emplace_back("RateLimit", "\"resolvers\";r=0;t=" + std::to_string(static_cast<int>(fl.seconds)));
+    } else if (fl.retry_after_date) {
+      rh.emplace_back("Retry-After", http_date(fl.seconds));
     } else {
       rh.emplace_back("Retry-After", std::to_string(static_cast<int>(fl.seconds)));
     }
@@ -578,26 +673,46 @@ void MockHub::serve_file(int fd, Request& rq, const std::string& repo, const Moc
   uint64_t a = 0, b = size ? size - 1 : 0;
   int status = 200;
   auto range = rq.header("range");
-  if (!range.empty() && !f.ignore_range && range.rfind("bytes=", 0) == 0) {
+  if (!range.empty() && !f.ignore_range && !f.gzip && range.rfind("bytes=", 0) == 0) {
     auto spec = range.substr(6);
     auto dash = spec.find('-');
     a = std::stoull(spec.substr(0, dash));
     if (dash + 1 < spec.size()) b = std::min<uint64_t>(std::stoull(spec.substr(dash + 1)), size ? size - 1 : 0);
-    if (a >= size) {
+    if (a >= size || (fl.kind == FaultKind::range_416 && a > 0)) {
       respond(fd, 416, {{"Content-Range", "bytes */" + std::to_string(size)}}, "", head);
       return;
     }
+    if (f.max_range && b - a + 1 > f.max_range) b = a + f.max_range - 1;
     status = 206;
-    h.emplace_back("Content-Range", "bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" + std::to_string(size));
+    std::string total = f.star_total ? "*" : std::to_string(size + (fl.kind == FaultKind::wrong_total ? 1 : 0));
+    h.emplace_back("Content-Range", "bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" + total);
   }
   uint64_t len = size ? b - a + 1 : 0;
-  uint64_t claimed = len;
+  std::string body;
+  if (f.disk_path.empty()) {
+    body = f.content.substr(a, len);
+    if (fl.kind == FaultKind::corrupt && fl.after >= a && fl.after < a + len) body[fl.after - a] ^= 0x5a;
+    if (f.gzip) {
+      body = gzip_stored(body);
+      h.emplace_back("Content-Encoding", "gzip");
+    }
+  }
+  uint64_t claimed = f.gzip ? body.size() : len;
   if (fl.kind == FaultKind::wrong_length) claimed = len + 1000;
   if (fl.kind == FaultKind::short_length) claimed = std::min<uint64_t>(len, fl.after);
+  if (head && f.head_length) claimed = f.head_length;
   std::string hd = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
   for (const auto& [k, v] : h) hd += k + ": " + v + "\r\n";
-  hd += "Content-Length: " + std::to_string(claimed) + "\r\nConnection: close\r\n\r\n";
-  if (!send_str(fd, hd) || head) return;
+  if (f.chunked) hd += "Transfer-Encoding: chunked\r\n";
+  else if (!f.no_length) hd += "Content-Length: " + std::to_string(claimed) + "\r\n";
+  hd += "Connection: close\r\n\r\n";
+  if (fl.kind == FaultKind::header_drip) {
+    for (char c : hd)
+      if (!send_all(fd, &c, 1) || !wait(fd, fl.seconds)) return;
+  } else if (!send_str(fd, hd)) {
+    return;
+  }
+  if (head) return;
   if (!f.disk_path.empty()) {
     int in = ::open(f.disk_path.c_str(), O_RDONLY | O_CLOEXEC);
     if (in < 0) return;
@@ -611,21 +726,35 @@ void MockHub::serve_file(int fd, Request& rq, const std::string& repo, const Moc
     ::close(in);
     return;
   }
-  std::string body = f.content.substr(a, len);
-  if (fl.kind == FaultKind::corrupt && fl.after >= a && fl.after < a + len) body[fl.after - a] ^= 0x5a;
+  if (f.chunked) {
+    // The body in 7919-byte chunks; faults below act on the unframed bytes.
+    uint64_t limit = body.size();
+    if (fl.kind == FaultKind::truncate_after || fl.kind == FaultKind::reset_after || fl.kind == FaultKind::stall_after)
+      limit = std::min<uint64_t>(fl.after, body.size());
+    for (uint64_t off = 0; off < limit; off += 7919) {
+      uint64_t n = std::min<uint64_t>(7919, limit - off);
+      char szbuf[32];
+      std::snprintf(szbuf, sizeof szbuf, "%llx\r\n", static_cast<unsigned long long>(n));
+      if (!send_str(fd, szbuf) || !send_all(fd, body.data() + off, n) || !send_str(fd, "\r\n")) return;
+    }
+    if (limit == body.size()) {
+      send_str(fd, "0\r\n\r\n");
+      return;
+    }
+  }
   switch (fl.kind) {
     case FaultKind::stall_after:
-      send_all(fd, body.data(), std::min<uint64_t>(fl.after, body.size()));
+      if (!f.chunked) send_all(fd, body.data(), std::min<uint64_t>(fl.after, body.size()));
       wait(fd, 1e9);
       return;
     case FaultKind::reset_after: {
-      send_all(fd, body.data(), std::min<uint64_t>(fl.after, body.size()));
+      if (!f.chunked) send_all(fd, body.data(), std::min<uint64_t>(fl.after, body.size()));
       linger lg{1, 0};
       ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
       return;  // close() now sends RST
     }
     case FaultKind::truncate_after:
-      send_all(fd, body.data(), std::min<uint64_t>(fl.after, body.size()));
+      if (!f.chunked) send_all(fd, body.data(), std::min<uint64_t>(fl.after, body.size()));
       ::shutdown(fd, SHUT_WR);
       return;
     case FaultKind::drip:

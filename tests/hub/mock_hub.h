@@ -27,6 +27,11 @@ enum class FaultKind {
   corrupt,         // flip the byte at offset `after`
   headers_delay,   // sleep `seconds` before the status line
   forbidden,       // 403 (e.g. a signed CDN URL that expired)
+  header_drip,     // the response headers one byte every `seconds`
+  redirect_loop,   // 302 back to the same URL
+  no_location,     // a 302 without Location
+  range_416,       // 416 for any Range that does not start at 0
+  wrong_total,     // Content-Range total off by one
 };
 
 struct Fault {
@@ -37,6 +42,7 @@ struct Fault {
   int times = 1;          // GETs affected before serving normally; < 0 = every GET
   bool on_head = false;   // apply to the metadata HEAD instead of the GET
   bool ratelimit_header = false;
+  bool retry_after_date = false;  // Retry-After as an HTTP-date (`seconds` from now)
 };
 
 struct MockFile {
@@ -46,6 +52,16 @@ struct MockFile {
   uint64_t disk_size = 0;
   bool lfs = false;           // etag sha256, X-Linked-*; redirected to the CDN when one is set
   bool ignore_range = false;  // always 200 with the full body
+  // Framing and header variants an independent hub may use (all on the GET/HEAD of the file).
+  bool chunked = false;        // Transfer-Encoding: chunked, no Content-Length
+  bool no_length = false;      // no Content-Length: the body ends when the connection closes
+  bool gzip = false;           // the whole body gzip-encoded (Range ignored, 200)
+  bool weak_etag = false;      // ETag: W/"<etag>" (and X-Linked-Etag the same)
+  bool no_linked_size = false; // LFS without X-Linked-Size (size only from Content-Length)
+  uint64_t head_length = 0;    // non-zero: the HEAD's Content-Length (X-Linked-Size stays true)
+  uint64_t max_range = 0;      // non-zero: 206 answers carry at most this many bytes
+  bool star_total = false;     // Content-Range: bytes a-b/*
+  std::string xet_hash;        // listed as xetHash in the tree
   Fault fault;
   uint64_t size() const { return disk_path.empty() ? content.size() : disk_size; }
 };
@@ -73,8 +89,20 @@ class MockHub {
   void set_gated(const std::string& repo, const std::string& approved_token);  // 401 anon, 403 others
   void set_private(const std::string& repo, const std::string& token);       // 401/404 as RepoNotFound
   void set_tree_page_size(size_t n) { tree_page_size_ = n; }
-  void enable_cdn();
-  void strip_commit_header(bool on) { strip_commit_ = on; }  // as a proxy that drops X-Repo-Commit  // LFS files redirect (302, absolute) to a second server on another port
+  void enable_cdn();  // LFS files redirect (302, absolute) to a second server on another port
+  void strip_commit_header(bool on) { strip_commit_ = on; }  // as a proxy that drops X-Repo-Commit
+  // API JSON (revision, tree) gzip-encoded whatever Accept-Encoding says.
+  void gzip_api(bool on) { gzip_api_ = on; }
+  // Small files: a relative-path Location ("<name>?direct=1") instead of /api/resolve-cache/...
+  void relative_redirects(bool on) { relative_redirects_ = on; }
+  // LFS files: 302 to an absolute URL on the hub itself (/lfs/<etag>, opaque ETag, no hub headers)
+  // instead of being served by /resolve directly; with enable_cdn() the CDN still wins.
+  void same_host_lfs(bool on) { same_host_lfs_ = on; }
+  // Tree pages: relative Link URLs, each rel in its own Link header (a rel="prev" first).
+  void tree_link_variants(bool on) { tree_link_variants_ = on; }
+  void break_tree_api(bool on) { break_tree_ = on; }  // 404 for /tree (clients fall back to siblings)
+  // Tree listing sizes off by one for this path (the HEAD stays right).
+  void lie_in_tree(const std::string& path) { tree_lie_ = path; }
   void set_fault(const std::string& repo, const std::string& path, Fault f);
 
   std::string endpoint() const;  // http://127.0.0.1:<port>
@@ -85,6 +113,7 @@ class MockHub {
   static std::string sha256_hex(const std::string& data);
   static std::string git_sha1_hex(const std::string& data);
   static std::string etag_of(const MockFile& f);
+  static std::string tree_oid(const MockFile& f);  // the listing's oid (pointer sha1 for LFS)
 
  private:
   struct Repo {
@@ -108,14 +137,16 @@ class MockHub {
   void route_hub(int fd, Request& rq);
   void route_cdn(int fd, Request& rq);
   void serve_file(int fd, Request& rq, const std::string& repo, const MockFile& f, const std::string& commit,
-                  bool cdn);
+                  bool cdn, bool opaque_etag = false);
   bool wait(int fd, double seconds);  // false when stopping or the peer hung up
 
   mutable std::mutex mu_;
   std::map<std::string, Repo> repos_;
   std::map<std::string, std::pair<std::string, std::string>> cdn_blobs_;  // etag -> repo, path
   size_t tree_page_size_ = 1000;
-  std::atomic<bool> strip_commit_{false};
+  std::atomic<bool> strip_commit_{false}, gzip_api_{false}, relative_redirects_{false}, same_host_lfs_{false},
+      tree_link_variants_{false}, break_tree_{false};
+  std::string tree_lie_;
   int hub_fd_ = -1, cdn_fd_ = -1;
   int hub_port_ = 0, cdn_port_ = 0;
   std::atomic<bool> stopping_{false};
