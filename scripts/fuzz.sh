@@ -17,9 +17,11 @@ SHARED="$(cd .. && pwd)/shared/corpus"
 ALL_TARGETS=(fuzz_st_header fuzz_json fuzz_index fuzz_jinja fuzz_tokenizer fuzz_spm fuzz_hub)
 read -r -a TARGETS <<< "${FUZZ_TARGETS:-${ALL_TARGETS[*]}}"
 
-# clang + libFuzzer's runtime (Debian 12: libclang-rt-14-dev, libclang_rt.fuzzer-x86_64.a).
+# clang 16 + libFuzzer's runtime (Debian 12: clang-16, libclang-rt-16-dev). Not the default
+# clang 14: it cannot capture structured bindings in lambdas (C++20), which the sources use.
+FUZZ_CXX="${FUZZ_CXX:-clang++-16}"
 missing=()
-for p in clang libclang-rt-14-dev cmake ninja-build libsimdjson-dev libfmt-dev libcurl4-openssl-dev libssl-dev; do
+for p in clang-16 libclang-rt-16-dev cmake ninja-build libsimdjson-dev libfmt-dev libcurl4-openssl-dev libssl-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -30,7 +32,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# A build dir configured with another compiler is configured afresh.
+cxx_path="$(command -v "$FUZZ_CXX")"
+if [ -f "$BUILD_DIR/CMakeCache.txt" ] && ! grep -q "^CMAKE_CXX_COMPILER:[A-Z]*=$cxx_path\$" "$BUILD_DIR/CMakeCache.txt"; then
+  rm -rf "$BUILD_DIR/CMakeCache.txt" "$BUILD_DIR/CMakeFiles"
+fi
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_CXX_COMPILER="$cxx_path" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCKPT_BUILD_FUZZ=ON -DCKPT_BUILD_TESTS=OFF -DCKPT_BUILD_BENCH=OFF >/dev/null
 ninja -C "$BUILD_DIR" -j2 "${TARGETS[@]}"
 
