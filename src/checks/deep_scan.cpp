@@ -149,9 +149,12 @@ namespace {
 constexpr uint64_t kOverread = 8;  // an element starting in a read may end up to 7 bytes past it
 
 int open_read_only(const std::filesystem::path& p) {
+  // The loader hands over paths that were regular files (cache links already resolved and
+  // confined), so a final symlink now means the tree changed: refuse it (O_NOFOLLOW).
   // O_NOATIME keeps the pass invisible in the file's times; only the owner may ask for it.
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
-  if (fd < 0 && errno == EPERM) fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW;
+  int fd = ::open(p.c_str(), kFlags | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::open(p.c_str(), kFlags);
   return fd;
 }
 

@@ -42,7 +42,7 @@ struct TensorSpan {
 };
 
 struct FileJob {
-  std::filesystem::path path;      // opened read-only
+  std::filesystem::path path;      // opened read-only, never through a final symlink
   hub::detail::EtagKind hash = hub::detail::EtagKind::opaque;  // digest to compute over the whole file
   std::vector<TensorSpan> tensors;
 };

@@ -238,10 +238,12 @@ void report(const Plan& plan, const std::vector<deep::FileResult>& results, Find
     }
 
     if (!res.error.empty()) {
-      std::string where = res.opened ? " at byte " + std::to_string(res.error_offset) : std::string();
+      std::string what = res.opened ? res.error + " at byte " + std::to_string(res.error_offset) + "; " +
+                                          std::to_string(res.bytes_read) + " of " + std::to_string(res.size) +
+                                          " bytes were read"
+                                    : res.error;
       out.add("HS005", Severity::error,
-              res.error + where + "; " + std::to_string(res.bytes_read) + " of " + std::to_string(res.size) +
-                  " bytes were read" + (job.hash != EtagKind::opaque ? ", so its hash could not be checked" : "") + also,
+              what + (job.hash != EtagKind::opaque ? "; its hash could not be checked" : "") + also,
               rel, "",
               "an I/O error while reading tensor data is a failing disk, a network filesystem dropping out, or a "
               "file being replaced during the check; no loader can trust these bytes. Re-run, then re-download "
@@ -266,9 +268,9 @@ void report(const Plan& plan, const std::vector<deep::FileResult>& results, Find
       const std::string& name = t.entry->name;
       std::string dt(st::dtype_name(t.entry->dtype));
       bool partial = r.elements < t.numel;
-      std::string of = " of " + std::to_string(partial ? r.elements : t.numel) + " " + dt + " values" +
-                       (partial ? " present (the file ends inside the tensor; it has " + std::to_string(t.numel) + ")"
-                                : std::string());
+      std::string of = partial ? " of the " + std::to_string(r.elements) + " " + dt + " values that could be read (of " +
+                                     std::to_string(t.numel) + ")"
+                               : " of " + std::to_string(t.numel) + " " + dt + " values";
       if (r.nan) {
         capped.add("HS002", file, name,
                    std::to_string(r.nan) + of + " are NaN, the first at " + index_str(r.first_nan, t.entry->shape),
@@ -286,7 +288,7 @@ void report(const Plan& plan, const std::vector<deep::FileResult>& results, Find
                    std::to_string(r.inf) + of + " are +/-Inf, the first at " + index_str(r.first_inf, t.entry->shape),
                    hint);
       }
-      if (!r.nonzero && !partial && t.numel >= kMinZeroElements && deep::has_zero_value(t.entry->dtype) &&
+      if (!r.nonzero && !partial && res.error.empty() && t.numel >= kMinZeroElements && deep::has_zero_value(t.entry->dtype) &&
           !zero_is_plausible(name)) {
         bool hole = deep::is_hole(job.path, job.tensors[k].offset, job.tensors[k].nbytes);
         capped.add("HS004", file, name,
