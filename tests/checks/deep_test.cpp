@@ -108,7 +108,7 @@ deep::ScanResult scan(DType d, const std::vector<std::byte>& b, uint64_t first_i
   return r;
 }
 
-TEST(hs_kernels, f16_bit_patterns) {
+TEST(hs_checks_kernels, f16_bit_patterns) {
   // +Inf, -Inf, quiet NaN, smallest NaN payload, all-ones NaN, max finite, ±0, 1.0
   auto r = scan(DType::F16, u16({0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFFFF, 0x7BFF, 0x0000, 0x8000, 0x3C00}));
   EXPECT_EQ(r.inf, 2u);
@@ -118,7 +118,7 @@ TEST(hs_kernels, f16_bit_patterns) {
   EXPECT_TRUE(r.nonzero);
 }
 
-TEST(hs_kernels, bf16_bit_patterns) {
+TEST(hs_checks_kernels, bf16_bit_patterns) {
   auto r = scan(DType::BF16, u16({0x3F80, 0x7F7F, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0xFFC1}));
   EXPECT_EQ(r.inf, 2u);
   EXPECT_EQ(r.nan, 3u);
@@ -126,7 +126,7 @@ TEST(hs_kernels, bf16_bit_patterns) {
   EXPECT_EQ(r.first_nan, 4u);
 }
 
-TEST(hs_kernels, f8_e4m3fn_has_only_nan_0x7f_and_0xff) {
+TEST(hs_checks_kernels, f8_e4m3fn_has_only_nan_0x7f_and_0xff) {
   // OCP FP8 E4M3 (float8_e4m3fn): no infinities; S.1111.111 is NaN, S.1111.110 is ±448.
   for (int b = 0; b < 256; ++b) {
     auto r = scan(DType::F8_E4M3, u8({static_cast<uint8_t>(b)}));
@@ -136,7 +136,7 @@ TEST(hs_kernels, f8_e4m3fn_has_only_nan_0x7f_and_0xff) {
   }
 }
 
-TEST(hs_kernels, f8_e5m2_matches_the_top_byte_of_f16) {
+TEST(hs_checks_kernels, f8_e5m2_matches_the_top_byte_of_f16) {
   // E5M2 is the upper byte of an IEEE half: classify through _Float16 as the oracle.
   for (int b = 0; b < 256; ++b) {
     uint16_t h = static_cast<uint16_t>(b << 8);
@@ -149,7 +149,7 @@ TEST(hs_kernels, f8_e5m2_matches_the_top_byte_of_f16) {
   }
 }
 
-TEST(hs_kernels, fnuz_and_e8m0_special_values) {
+TEST(hs_checks_kernels, fnuz_and_e8m0_special_values) {
   for (DType d : {DType::F8_E4M3FNUZ, DType::F8_E5M2FNUZ}) {
     auto r = scan(d, u8({0x00, 0x7F, 0xFF, 0x80, 0x01}));
     EXPECT_EQ(r.nan, 1u);  // only 0x80
@@ -195,7 +195,7 @@ void random_against_oracle(DType d, std::function<float(U)> to_float, std::vecto
   }
 }
 
-TEST(hs_kernels, random_patterns_match_float_classification) {
+TEST(hs_checks_kernels, random_patterns_match_float_classification) {
   random_against_oracle<uint32_t>(
       DType::F32, [](uint32_t x) { float f; std::memcpy(&f, &x, 4); return f; },
       {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7F7FFFFFu}, 1);
@@ -214,7 +214,7 @@ TEST(hs_kernels, random_patterns_match_float_classification) {
       {0x7FF0000000000000ull, 0xFFF0000000000000ull, 0x7FF8000000000000ull, 0x7FF0000000000001ull, ~0ull}, 4);
 }
 
-TEST(hs_kernels, zero_detection_ignores_the_sign_bit) {
+TEST(hs_checks_kernels, zero_detection_ignores_the_sign_bit) {
   EXPECT_FALSE(scan(DType::F32, f32({0.0f, -0.0f, 0.0f})).nonzero);
   EXPECT_TRUE(scan(DType::F32, f32({0.0f, 1e-45f})).nonzero);  // a denormal is not zero
   EXPECT_FALSE(scan(DType::BF16, u16(std::vector<uint16_t>(600, 0x8000))).nonzero);
@@ -222,7 +222,7 @@ TEST(hs_kernels, zero_detection_ignores_the_sign_bit) {
 
 // ---- the pass: tiny reads, several threads, misaligned data, against a brute-force scan ----
 
-TEST(hs_pass, chunk_boundaries_split_elements_and_results_match_a_whole_tensor_scan) {
+TEST(hs_checks_pass, chunk_boundaries_split_elements_and_results_match_a_whole_tensor_scan) {
   TempDir d;
   std::mt19937_64 rng(7);
   // An odd 13-byte prefix so every tensor is misaligned; mixed element sizes back to back.
@@ -286,7 +286,7 @@ TEST(hs_pass, chunk_boundaries_split_elements_and_results_match_a_whole_tensor_s
   }
 }
 
-TEST(hs_pass, spans_past_the_end_of_the_file_scan_only_whole_elements_present) {
+TEST(hs_checks_pass, spans_past_the_end_of_the_file_scan_only_whole_elements_present) {
   TempDir d;
   write_text(d / "short.bin", std::string(10, '\x3f'));  // 2 whole F32 values and 2 stray bytes
   deep::FileJob job{d / "short.bin", hub::detail::EtagKind::opaque, {{DType::F32, 0, 400}, {DType::F32, 200, 8}}};
@@ -298,7 +298,7 @@ TEST(hs_pass, spans_past_the_end_of_the_file_scan_only_whole_elements_present) {
   EXPECT_EQ(res[0].tensors[1].elements, 0u);
 }
 
-TEST(hs_pass, HS005_read_errors_are_reported_not_fatal) {
+TEST(hs_checks_pass, HS005_read_errors_are_reported_not_fatal) {
   TempDir d;
   fs::create_directories(d / "dir");
   write_text(d / "ok.bin", "abc");
@@ -332,7 +332,7 @@ TEST(hs_checks, HS005_a_file_swapped_for_a_symlink_after_the_walk_is_not_followe
   EXPECT_TRUE(contains(f->message, "cannot open")) << f->message;
 }
 
-TEST(hs_pass, git_blob_sha1_of_known_contents) {
+TEST(hs_checks_pass, git_blob_sha1_of_known_contents) {
   TempDir d;
   write_text(d / "empty", "");
   write_text(d / "hello", "hello\n");
