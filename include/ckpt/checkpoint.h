@@ -69,6 +69,16 @@ struct JsonFile {
   bool ok() const { return present && !error; }
 };
 
+// A JSON side file kept as read from disk, parsed by the family that reads it. tokenizer.json
+// is one: a 150k-token file holds ~300k strings, and building a json::Value of them cost more
+// than every TK check together, so the TK family reads the bytes with simdjson itself.
+struct RawJsonFile {
+  std::string file;  // relative path; empty when absent
+  bool present = false;
+  std::string text;  // the bytes; the loader leaves simdjson's padding in capacity() after them
+  std::optional<json::ParseError> error;  // the file could not be read (JSON errors are the reader's)
+};
+
 struct TextFile {
   std::string file;  // relative path
   std::string text;
@@ -172,7 +182,7 @@ class Checkpoint {
   JsonFile config;                       // config.json
   JsonFile generation_config;            // generation_config.json
   JsonFile tokenizer_config;             // tokenizer_config.json
-  JsonFile tokenizer;                    // tokenizer.json
+  RawJsonFile tokenizer;                 // tokenizer.json (parsed by the TK family)
   JsonFile chat_template_json;           // legacy chat_template.json
   std::vector<TextFile> templates;       // chat_template.jinja, additional_chat_templates/*.jinja
 

@@ -22,5 +22,6 @@ extern const FamilyDef kArchitectureFamily; // AR  architecture.cpp
 extern const FamilyDef kQuantizationFamily; // QZ  quantization.cpp
 extern const FamilyDef kTokenizerFamily;    // TK  tokenizer.cpp
 extern const FamilyDef kChatTemplateFamily; // CT  chat_template.cpp
+extern const FamilyDef kHashesFamily;       // HS  hashes.cpp (--deep only; reads tensor data)
 
 }  // namespace ckpt::checks

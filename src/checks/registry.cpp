@@ -17,6 +17,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kQuantizationFamily,
     &checks::kTokenizerFamily,
     &checks::kChatTemplateFamily,
+    &checks::kHashesFamily,
 };
 
 static const std::vector<CheckInfo>& code_table() {

@@ -637,7 +637,18 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   side("config.json", ck.config);
   side("generation_config.json", ck.generation_config);
   side("tokenizer_config.json", ck.tokenizer_config);
-  side("tokenizer.json", ck.tokenizer);
+  if (const FileEntry* f = ck.file("tokenizer.json")) {  // kept as bytes: the TK family parses it
+    ck.tokenizer.file = f->rel;
+    ck.tokenizer.present = true;
+    if (!f->readable())
+      ck.tokenizer.error = json::ParseError{f->lfs_pointer ? "a Git LFS pointer, not the file" : "cannot be opened", 0, 0, 0};
+    else
+      tasks.emplace_back([&t = ck.tokenizer, f] {
+        if (f->size <= limits::kMaxSideJsonBytes) t.text.reserve(f->size + simdjson::SIMDJSON_PADDING);  // parsed in place
+        if (auto e = io::read_file(f->abs, limits::kMaxSideJsonBytes, t.text); !e.empty())
+          t.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
+      });
+  }
   side("chat_template.json", ck.chat_template_json);
   for (const auto& f : ck.files) {
     bool is_template = f.rel == "chat_template.jinja" ||

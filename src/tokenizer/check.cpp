@@ -1,16 +1,28 @@
 // The TK checks: tokenizer.json against itself (model type, ids, merges, added tokens),
 // against tokenizer_config.json / generation_config.json / config.json (named special
 // tokens and ids), against the embedding rows, and against the chat template's literals.
+//
+// tokenizer.json is read from its bytes with simdjson's DOM (no json::Value tree): the
+// vocabulary goes into a flat TokenTable of views into the parsed document and the merges are
+// checked while iterating. Where json::Value and this reader could differ, this one follows
+// json::parse: the last of duplicate keys wins (at the position of the first), integers above
+// int64 are numbers but not ids, and the same parser decides what is valid JSON.
 #include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <random>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include <simdjson.h>
+
 #include "ckpt/tokenizer.h"
+#include "io/limits.h"
 #include "tokenizer/sentencepiece.h"
+#include "tokenizer/token_table.h"
 #include "tokenizer/utf8.h"
 
 namespace ckpt::tok {
@@ -25,7 +37,24 @@ std::string_view model_type_name(ModelType t) {
   }
 }
 
+uint64_t token_hash_seed() {
+  static const uint64_t seed = [] {
+    uint64_t s = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    try {
+      std::random_device rd;
+      s ^= (uint64_t(rd()) << 32) ^ rd();
+    } catch (...) {  // no entropy source: the clock alone
+    }
+    return s;
+  }();
+  return seed;
+}
+
 namespace {
+
+namespace dom = simdjson::dom;
+using dom::element;
+using ElementType = dom::element_type;
 
 constexpr size_t kMaxExamples = 3;
 
@@ -36,6 +65,12 @@ struct Tally {
   void add(std::string s) {
     ++count;
     if (examples.size() < kMaxExamples) examples.push_back(std::move(s));
+  }
+  // Same as add(make()), but the example is only built while it will be kept.
+  template <class F>
+  void add_with(F&& make) {
+    ++count;
+    if (examples.size() < kMaxExamples) examples.push_back(make());
   }
   std::string list() const {
     std::string s;
@@ -58,56 +93,185 @@ struct Tokens {
   std::string source;  // file the tokens come from
   ModelType type = ModelType::Unknown;
   bool byte_level = false;
-  std::unordered_map<std::string_view, int64_t> by_text;  // vocab + added
+  TokenTable by_text;        // vocab + added
   std::vector<int64_t> ids;  // sorted and unique after finish()
   int64_t max_id = -1;
   std::vector<std::string> owned;  // backing store for SentencePiece pieces
 
-  bool has(std::string_view s) const { return by_text.count(s) != 0; }
+  bool has(std::string_view s) const { return by_text.contains(s); }
   void note_id(int64_t id) {
     ids.push_back(id);
     max_id = std::max(max_id, id);
   }
   void finish() {
-    std::sort(ids.begin(), ids.end());
+    // Vocabularies list ids in order and added tokens append a few: sort only the unsorted tail,
+    // and merge a short one in place (no second buffer of every id).
+    auto tail = std::is_sorted_until(ids.begin(), ids.end());
+    size_t head = size_t(tail - ids.begin());
+    std::sort(tail, ids.end());
+    if (ids.size() - head <= 16) {
+      for (size_t k = head; k < ids.size(); ++k)
+        std::rotate(std::upper_bound(ids.begin(), ids.begin() + k, ids[k]), ids.begin() + k, ids.begin() + k + 1);
+    } else {
+      std::inplace_merge(ids.begin(), ids.begin() + head, ids.end());
+    }
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   }
   bool has_id(int64_t id) const { return std::binary_search(ids.begin(), ids.end(), id); }
 };
 
-bool is_byte_level_component(const json::Value* v) {
-  if (!v || !v->is_object()) return false;
-  auto t = v->get_string("type");
+// ---- json::Value's view of a DOM element ------------------------------------------------
+
+// The member `key` of an object; the last one when the key is written twice (json::parse keeps
+// the last, as Python does). False when `obj` is not an object or has no such member.
+bool member(element obj, std::string_view key, element& out) {
+  dom::object o;
+  if (obj.get_object().get(o) != simdjson::SUCCESS) return false;
+  bool found = false;
+  for (auto field : o)
+    if (field.key == key) {
+      out = field.value;
+      found = true;
+    }
+  return found;
+}
+
+bool is_int(element e) { return e.type() == ElementType::INT64; }  // json::Value::is_int
+bool is_number(element e) {
+  auto t = e.type();
+  return t == ElementType::INT64 || t == ElementType::UINT64 || t == ElementType::DOUBLE;
+}
+int64_t as_int(element e) { return e.get_int64().value_unsafe(); }
+
+std::optional<std::string_view> member_string(element obj, std::string_view key) {
+  element v;
+  std::string_view s;
+  if (member(obj, key, v) && v.get_string().get(s) == simdjson::SUCCESS) return s;
+  return std::nullopt;
+}
+std::optional<int64_t> member_int(element obj, std::string_view key) {
+  element v;
+  if (member(obj, key, v) && is_int(v)) return as_int(v);
+  return std::nullopt;
+}
+std::optional<bool> member_bool(element obj, std::string_view key) {
+  element v;
+  bool b;
+  if (member(obj, key, v) && v.get_bool().get(b) == simdjson::SUCCESS) return b;
+  return std::nullopt;
+}
+
+// json::Value::dump() of an element (for messages: a handful per file).
+std::string dump(element e) {
+  std::string text = simdjson::to_string(e);
+  auto r = json::parse(text);
+  return r.ok() ? r.value.dump() : text;
+}
+
+// Exactly two elements.
+bool pair_of(element e, element& a, element& b) {
+  dom::array arr;
+  if (e.get_array().get(arr) != simdjson::SUCCESS) return false;
+  auto it = arr.begin(), end = arr.end();
+  if (!(it != end)) return false;
+  a = *it;
+  ++it;
+  if (!(it != end)) return false;
+  b = *it;
+  ++it;
+  return !(it != end);
+}
+
+// Parses tokenizer.json in place when the loader left simdjson's padding after the bytes, else
+// from a padded copy. Errors are located as json::parse locates them.
+std::optional<json::ParseError> parse_document(const std::string& text, dom::parser& parser,
+                                               simdjson::padded_string& copy, element& root) {
+  if (text.size() > limits::kMaxSideJsonBytes)  // the loader never reads more
+    return json::ParseError{"cannot read: file is " + std::to_string(text.size()) + " bytes, above the " +
+                                std::to_string(limits::kMaxSideJsonBytes) + "-byte limit for this kind of file",
+                            0, 0, 0};
+  if (parser.allocate(std::max<size_t>(text.size(), 64), limits::kMaxJsonDepth) != simdjson::SUCCESS)
+    return json::ParseError{"cannot allocate a parser for " + std::to_string(text.size()) + " bytes", 0, 1, 1};
+  simdjson::error_code code;
+  if (text.capacity() - text.size() >= simdjson::SIMDJSON_PADDING) {
+    code = parser.parse(text.data(), text.size(), false).get(root);
+  } else {
+    copy = simdjson::padded_string(text);
+    code = parser.parse(copy).get(root);
+  }
+  if (code == simdjson::SUCCESS) return std::nullopt;
+  json::ParseError located = json::locate_error(text, limits::kMaxJsonDepth);
+  if (located.message == "the document could not be parsed")  // valid grammar, refused by simdjson
+    located.message = std::string("unsupported JSON: ") + simdjson::error_message(code);
+  return located;
+}
+
+// ---- tokenizer.json ----------------------------------------------------------------------
+
+bool is_byte_level_component(element v) {
+  auto t = member_string(v, "type");  // nullopt unless v is an object with a string type
   if (!t) return false;
   if (*t == "ByteLevel") return true;
   if (*t == "Sequence") {
-    const json::Value* list = v->find("pretokenizers");
-    if (list && list->is_array())
-      for (const auto& e : list->as_array())
-        if (is_byte_level_component(&e)) return true;
+    element list;
+    dom::array arr;
+    if (member(v, "pretokenizers", list) && list.get_array().get(arr) == simdjson::SUCCESS)
+      for (element e : arr)
+        if (is_byte_level_component(e)) return true;
   }
   return false;
 }
 
-std::optional<std::string> token_text(const json::Value& v) {
-  if (v.is_string()) return v.as_string();
-  if (v.is_object()) return v.get_string("content");
-  return std::nullopt;
+// Keys written more than once in one object, in file order.
+void duplicate_keys(element v, std::vector<std::string_view>& out) {
+  dom::object o;
+  if (v.get_object().get(o) != simdjson::SUCCESS) return;
+  std::unordered_set<std::string_view> seen;
+  for (auto field : o)
+    if (!seen.insert(field.key).second) out.push_back(field.key);
+}
+
+// The keys written twice in every object json::parse would have recorded at the path
+// "/model/vocab": each "model" member's "vocab" members, and a root member named "model/vocab".
+// `winner` holds those of the vocabulary in use (already found while reading it), if read.
+std::vector<std::string_view> vocab_duplicates(element root, const std::vector<std::string_view>* winner) {
+  std::vector<std::string_view> out;
+  dom::object ro;
+  if (root.get_object().get(ro) != simdjson::SUCCESS) return out;
+  size_t models = 0;
+  for (auto field : ro) models += field.key == "model";
+  size_t m = 0;
+  for (auto field : ro) {
+    if (field.key == "model/vocab") {
+      duplicate_keys(field.value, out);
+    } else if (field.key == "model") {
+      ++m;
+      dom::object mo;
+      if (field.value.get_object().get(mo) != simdjson::SUCCESS) continue;
+      size_t vocabs = 0, v = 0;
+      for (auto mf : mo) vocabs += mf.key == "vocab";
+      for (auto mf : mo) {
+        if (mf.key != "vocab") continue;
+        if (++v == vocabs && m == models && winner) out.insert(out.end(), winner->begin(), winner->end());
+        else duplicate_keys(mf.value, out);
+      }
+    }
+  }
+  return out;
 }
 
 // tokenizer.json's "model" section and added_tokens.
-void read_tokenizer_json(const JsonFile& tj, Tokens& tk, FindingSink& sink) {
-  const std::string& file = tj.file;
-  const json::Value& root = tj.value;
-  const json::Value* model = root.find("model");
-  if (!root.is_object() || !model || !model->is_object()) {
+void read_tokenizer_json(const std::string& file, element root, Tokens& tk, FindingSink& sink) {
+  element model;
+  if (!member(root, "model", model) || !model.is_object()) {
     sink.add("TK003", Severity::error,
              "tokenizer.json has no \"model\" object; expected {\"model\": {\"type\": ..., \"vocab\": ...}}",
              file, {}, "the file is not a tokenizers-library tokenizer.json (a slow-tokenizer file renamed?)");
     return;
   }
-  const json::Value* vocab = model->find("vocab");
-  auto type = model->get_string("type");
+  element vocab, unused;
+  bool has_vocab = member(model, "vocab", vocab);
+  auto type = member_string(model, "type");
   if (type) {
     if (*type == "BPE") tk.type = ModelType::BPE;
     else if (*type == "Unigram") tk.type = ModelType::Unigram;
@@ -122,35 +286,38 @@ void read_tokenizer_json(const JsonFile& tj, Tokens& tk, FindingSink& sink) {
     }
   } else {
     // The tokenizers library infers an untagged model from its fields.
-    if (model->find("merges")) tk.type = ModelType::BPE;
-    else if (vocab && vocab->is_array()) tk.type = ModelType::Unigram;
-    else if (model->find("max_input_chars_per_word")) tk.type = ModelType::WordPiece;
+    if (member(model, "merges", unused)) tk.type = ModelType::BPE;
+    else if (has_vocab && vocab.is_array()) tk.type = ModelType::Unigram;
+    else if (member(model, "max_input_chars_per_word", unused)) tk.type = ModelType::WordPiece;
     else tk.type = ModelType::WordLevel;
   }
-  tk.byte_level = is_byte_level_component(root.find("pre_tokenizer"));
+  element pre;
+  tk.byte_level = member(root, "pre_tokenizer", pre) && is_byte_level_component(pre);
   tk.source = file;
 
   Tally bad_vocab, dup_ids;
-  std::vector<std::pair<int64_t, std::string_view>> by_id;
+  std::vector<std::string_view> vocab_dups;  // keys of the vocabulary in use written twice
+  bool read_vocab_object = false;
   if (tk.type == ModelType::Unigram) {
-    if (!vocab || !vocab->is_array()) {
+    dom::array arr;
+    if (!has_vocab || vocab.get_array().get(arr) != simdjson::SUCCESS) {
       sink.add("TK003", Severity::error,
                "tokenizer.json Unigram model.vocab is not a list of [piece, score] pairs", file, {},
                "the model section is truncated or was written by another tool");
       return;
     }
-    const auto& arr = vocab->as_array();
-    by_id.reserve(arr.size());
+    tk.by_text.reserve(arr.size());  // size() saturates at 2^24 - 1: a hint
     Tally dup_pieces;
-    for (size_t i = 0; i < arr.size(); ++i) {
-      const auto& e = arr[i];
-      if (!e.is_array() || e.as_array().size() != 2 || !e.as_array()[0].is_string() ||
-          !e.as_array()[1].is_number()) {
-        bad_vocab.add("entry " + std::to_string(i));
+    size_t n = 0;
+    for (element e : arr) {
+      size_t i = n++;
+      element piece, score;
+      std::string_view text;
+      if (!pair_of(e, piece, score) || piece.get_string().get(text) != simdjson::SUCCESS || !is_number(score)) {
+        bad_vocab.add_with([&] { return "entry " + std::to_string(i); });
         continue;
       }
-      std::string_view piece = e.as_array()[0].as_string();
-      if (!tk.by_text.emplace(piece, int64_t(i)).second) dup_pieces.add(q(piece));
+      if (!tk.by_text.insert(text, int64_t(i)).second) dup_pieces.add_with([&] { return q(text); });
       tk.note_id(int64_t(i));
     }
     if (dup_pieces.count)
@@ -158,43 +325,66 @@ void read_tokenizer_json(const JsonFile& tj, Tokens& tk, FindingSink& sink) {
                "tokenizer.json Unigram vocabulary lists the same piece more than once: " +
                    dup_pieces.list() + "; expected every piece once",
                file, {}, "two ids spell the same text; encoding picks one and the other is unreachable");
-    auto unk = model->find("unk_id");
-    if (unk && !unk->is_null() && (!unk->is_int() || unk->as_int() < 0 || uint64_t(unk->as_int()) >= arr.size()))
+    element unk;
+    if (member(model, "unk_id", unk) && !unk.is_null() && (!is_int(unk) || as_int(unk) < 0 || uint64_t(as_int(unk)) >= n))
       sink.add("TK003", Severity::error,
-               "tokenizer.json model.unk_id is " + unk->dump() + "; expected an id below the " +
-                   std::to_string(arr.size()) + "-piece vocabulary",
+               "tokenizer.json model.unk_id is " + dump(unk) + "; expected an id below the " +
+                   std::to_string(n) + "-piece vocabulary",
                file, {}, "the tokenizers library refuses to build a Unigram model whose unk_id is out of range");
   } else {
-    if (!vocab || !vocab->is_object()) {
+    dom::object obj;
+    if (!has_vocab || vocab.get_object().get(obj) != simdjson::SUCCESS) {
       sink.add("TK003", Severity::error,
                "tokenizer.json " + std::string(model_type_name(tk.type)) +
                    " model.vocab is not an object mapping token -> id",
                file, {}, "the model section is truncated or was written by another tool");
       return;
     }
-    const auto& obj = vocab->as_object();
-    by_id.reserve(obj.size());
-    tk.by_text.max_load_factor(0.5f);
-    tk.by_text.reserve(obj.size() + 64);
-    tk.ids.reserve(obj.size() + 64);
-    for (const auto& [text, idv] : obj) {
-      if (!idv.is_int() || idv.as_int() < 0) {
-        bad_vocab.add(q(text) + " -> " + idv.dump());
+    read_vocab_object = true;
+    size_t hint = obj.size();  // saturates at 2^24 - 1
+    tk.by_text.reserve(hint + 64);
+    tk.ids.reserve(hint + 64);
+    // A malformed id is kept as -1 - (its index in `bad`): the entry is spelled but no token.
+    std::vector<element> bad;
+    for (auto field : obj) {
+      element v = field.value;
+      int64_t id;
+      if (!is_int(v) || (id = as_int(v)) < 0) {
+        id = -1 - int64_t(bad.size());
+        bad.push_back(v);
+      }
+      auto [index, fresh] = tk.by_text.insert(field.key, id);
+      if (!fresh) {  // written twice: the last value wins, at the first position
+        tk.by_text.set_id(index, id);
+        vocab_dups.push_back(field.key);
+      }
+    }
+    // Ids listed in increasing order (as every writer does) cannot repeat; otherwise sort them.
+    bool increasing = true;
+    for (const auto& e : tk.by_text.entries()) {
+      if (e.id < 0) {
+        bad_vocab.add_with([&] { return q(e.text) + " -> " + dump(bad[size_t(-1 - e.id)]); });
         continue;
       }
-      int64_t id = idv.as_int();
-      tk.by_text.emplace(text, id);
-      by_id.emplace_back(id, text);
-      tk.note_id(id);
+      increasing = increasing && e.id > tk.max_id;
+      tk.note_id(e.id);
     }
-    std::sort(by_id.begin(), by_id.end());
-    for (size_t i = 1; i < by_id.size(); ++i)
-      if (by_id[i].first == by_id[i - 1].first)
-        dup_ids.add("id " + std::to_string(by_id[i].first) + " = " + q(by_id[i - 1].second) +
-                    " and " + q(by_id[i].second));
+    if (!increasing) {
+      std::vector<std::pair<int64_t, std::string_view>> by_id;
+      by_id.reserve(tk.by_text.entries().size());
+      for (const auto& e : tk.by_text.entries())
+        if (e.id >= 0) by_id.emplace_back(e.id, e.text);
+      std::sort(by_id.begin(), by_id.end());
+      for (size_t i = 1; i < by_id.size(); ++i)
+        if (by_id[i].first == by_id[i - 1].first)
+          dup_ids.add_with([&] {
+            return "id " + std::to_string(by_id[i].first) + " = " + q(by_id[i - 1].second) + " and " +
+                   q(by_id[i].second);
+          });
+    }
   }
-  for (const auto& d : tj.duplicates)
-    if (d.path == "/model/vocab") dup_ids.add("key " + q(d.key) + " written twice");
+  for (std::string_view key : vocab_duplicates(root, read_vocab_object ? &vocab_dups : nullptr))
+    dup_ids.add_with([&] { return "key " + q(key) + " written twice"; });
   if (bad_vocab.count)
     sink.add("TK003", Severity::error,
              "tokenizer.json model.vocab has malformed entries: " + bad_vocab.list() +
@@ -207,66 +397,72 @@ void read_tokenizer_json(const JsonFile& tj, Tokens& tk, FindingSink& sink) {
 
   // BPE merges: present, well-formed, made of existing tokens, producing existing tokens.
   if (tk.type == ModelType::BPE) {
-    const json::Value* merges = model->find("merges");
-    if (!merges || !merges->is_array()) {
+    element merges;
+    dom::array arr;
+    bool has_merges = member(model, "merges", merges);
+    if (!has_merges || merges.get_array().get(arr) != simdjson::SUCCESS) {
       sink.add("TK005", Severity::error,
                std::string("tokenizer.json BPE model has ") +
-                   (merges ? "a non-list \"merges\"" : "no \"merges\" key") +
+                   (has_merges ? "a non-list \"merges\"" : "no \"merges\" key") +
                    "; expected a list of merges (\"a b\" strings or [a, b] pairs)",
                file, {},
                "swift-transformers fatalErrors on a BPE model without merges and tokenizers cannot "
                "build it; regenerate tokenizer.json with the tokenizers library");
     } else {
-      const auto& arr = merges->as_array();
-      size_t multi_char = 0;  // tokens longer than one code point need merges to be produced
-      for (const auto& [text, id] : tk.by_text) {
-        (void)id;
-        size_t i = 0;
-        utf8_next(text, i);
-        if (i < text.size() && ++multi_char > 0) break;
+      if (!(arr.begin() != arr.end()) && tk.by_text.size() > 300) {
+        // Tokens longer than one code point need merges to be produced.
+        bool multi_char = false;
+        for (const auto& e : tk.by_text.entries()) {
+          if (e.id < 0 || e.text.empty()) continue;
+          size_t i = 0;
+          utf8_next(e.text, i);
+          if (i < e.text.size()) {
+            multi_char = true;
+            break;
+          }
+        }
+        if (multi_char)
+          sink.add("TK005", Severity::warning,
+                   "tokenizer.json BPE model has an empty merges list but " +
+                       std::to_string(tk.by_text.size()) +
+                       " vocabulary entries; multi-character tokens can never be produced",
+                   file, {}, "the merges were dropped when the tokenizer was converted");
       }
-      if (arr.empty() && multi_char > 0 && tk.by_text.size() > 300)
-        sink.add("TK005", Severity::warning,
-                 "tokenizer.json BPE model has an empty merges list but " +
-                     std::to_string(tk.by_text.size()) +
-                     " vocabulary entries; multi-character tokens can never be produced",
-                 file, {}, "the merges were dropped when the tokenizer was converted");
       Tally malformed, missing_part, missing_result, not_byte_level;
       std::string joined;
-      for (size_t i = 0; i < arr.size(); ++i) {
-        const auto& m = arr[i];
+      size_t n = 0;
+      for (element m : arr) {
+        size_t i = n++;
         std::string_view a, b;
-        if (m.is_string()) {
-          std::string_view s = m.as_string();
+        element ea, eb;
+        if (m.get_string().get(a) == simdjson::SUCCESS) {
+          std::string_view s = a;
           size_t sp = s.find(' ');
           if (sp == std::string_view::npos || sp == 0 || sp + 1 >= s.size() ||
               s.find(' ', sp + 1) != std::string_view::npos) {
-            malformed.add("#" + std::to_string(i) + " " + q(s));
+            malformed.add_with([&] { return "#" + std::to_string(i) + " " + q(s); });
             continue;
           }
           a = s.substr(0, sp);
           b = s.substr(sp + 1);
-        } else if (m.is_array() && m.as_array().size() == 2 && m.as_array()[0].is_string() &&
-                   m.as_array()[1].is_string() && !m.as_array()[0].as_string().empty() &&
-                   !m.as_array()[1].as_string().empty()) {
-          a = m.as_array()[0].as_string();
-          b = m.as_array()[1].as_string();
-        } else {
-          malformed.add("#" + std::to_string(i) + " " + m.dump().substr(0, 80));
+        } else if (!pair_of(m, ea, eb) || ea.get_string().get(a) != simdjson::SUCCESS ||
+                   eb.get_string().get(b) != simdjson::SUCCESS || a.empty() || b.empty()) {
+          malformed.add_with([&] { return "#" + std::to_string(i) + " " + dump(m).substr(0, 80); });
           continue;
         }
         if (tk.byte_level && (!spelled_in_byte_level(a) || !spelled_in_byte_level(b)))
-          not_byte_level.add("#" + std::to_string(i) + " " + q(a) + " + " + q(b));
-        bool ha = tk.by_text.count(a) != 0, hb = tk.by_text.count(b) != 0;
+          not_byte_level.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b); });
+        bool ha = tk.by_text.contains(a), hb = tk.by_text.contains(b);
         if (!ha || !hb) {
-          missing_part.add("#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " (" +
-                           (!ha ? q(a) : q(b)) + " not in vocab)");
+          missing_part.add_with([&] {
+            return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " (" + (!ha ? q(a) : q(b)) + " not in vocab)";
+          });
           continue;
         }
         joined.assign(a);
         joined.append(b);
-        if (!tk.by_text.count(joined))
-          missing_result.add("#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " -> " + q(joined));
+        if (!tk.by_text.contains(joined))
+          missing_result.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " -> " + q(joined); });
       }
       if (malformed.count)
         sink.add("TK009", Severity::error,
@@ -291,10 +487,10 @@ void read_tokenizer_json(const JsonFile& tj, Tokens& tk, FindingSink& sink) {
                  "can never appear after ByteLevel pre-tokenization");
     }
     // A byte-level BPE without byte fallback must cover all 256 byte symbols.
-    if (tk.byte_level && !model->get_bool("byte_fallback").value_or(false)) {
+    if (tk.byte_level && !member_bool(model, "byte_fallback").value_or(false)) {
       Tally absent;
       for (const auto& s : byte_level_alphabet_sorted())
-        if (!tk.by_text.count(s)) absent.add(q(s));
+        if (!tk.by_text.contains(s)) absent.add(q(s));
       if (absent.count)
         sink.add("TK018", Severity::warning,
                  "tokenizer.json is byte-level BPE but " + std::to_string(absent.count) +
@@ -304,32 +500,40 @@ void read_tokenizer_json(const JsonFile& tj, Tokens& tk, FindingSink& sink) {
   }
 
   // added_tokens: well-formed, one content per id, consistent with the vocabulary.
-  const json::Value* added = root.find("added_tokens");
-  if (added && !added->is_null()) {
-    if (!added->is_array()) {
+  element added;
+  if (member(root, "added_tokens", added) && !added.is_null()) {
+    dom::array arr;
+    if (added.get_array().get(arr) != simdjson::SUCCESS) {
       sink.add("TK010", Severity::error, "tokenizer.json added_tokens is not a list", file, {},
                "the file was edited by hand");
     } else {
       Tally malformed, clash_ids, vocab_conflict;
       std::unordered_map<int64_t, std::string_view> added_by_id;
-      for (size_t i = 0; i < added->as_array().size(); ++i) {
-        const auto& e = added->as_array()[i];
-        auto id = e.get_int("id");
-        auto content = e.find("content");
-        if (!id || *id < 0 || !content || !content->is_string() || content->as_string().empty()) {
-          malformed.add("#" + std::to_string(i) + " " + e.dump().substr(0, 80));
+      size_t n = 0;
+      for (element e : arr) {
+        size_t i = n++;
+        auto id = member_int(e, "id");
+        element content;
+        std::string_view text;
+        if (!id || *id < 0 || !member(e, "content", content) ||
+            content.get_string().get(text) != simdjson::SUCCESS || text.empty()) {
+          malformed.add_with([&] { return "#" + std::to_string(i) + " " + dump(e).substr(0, 80); });
           continue;
         }
-        std::string_view text = content->as_string();
         auto [it, fresh] = added_by_id.emplace(*id, text);
         if (!fresh && it->second != text)
-          clash_ids.add("id " + std::to_string(*id) + " = " + q(it->second) + " and " + q(text));
-        auto v = tk.by_text.find(text);
-        if (v != tk.by_text.end() && v->second != *id)
-          vocab_conflict.add(q(text) + " is id " + std::to_string(*id) + " in added_tokens but " +
-                             std::to_string(v->second) + " in model.vocab");
-        else if (v == tk.by_text.end())
-          tk.by_text.emplace(text, *id);
+          clash_ids.add_with([&] { return "id " + std::to_string(*id) + " = " + q(it->second) + " and " + q(text); });
+        uint32_t index = tk.by_text.index_of(text);
+        const TokenTable::Entry* v = index != TokenTable::npos && tk.by_text.entry(index).id >= 0 ? &tk.by_text.entry(index) : nullptr;
+        if (v && v->id != *id)
+          vocab_conflict.add_with([&] {
+            return q(text) + " is id " + std::to_string(*id) + " in added_tokens but " + std::to_string(v->id) +
+                   " in model.vocab";
+          });
+        else if (!v && index == TokenTable::npos)
+          tk.by_text.insert(text, *id);
+        else if (!v)
+          tk.by_text.set_id(index, *id);  // spelled in the vocabulary with a malformed id
         tk.note_id(*id);
       }
       if (malformed.count)
@@ -368,12 +572,20 @@ void read_sentencepiece(const Checkpoint& ck, const FileEntry& fe, Tokens& tk, F
   tk.owned = std::move(*pieces);
   tk.type = ModelType::Unigram;
   tk.source = fe.rel;
+  tk.by_text.reserve(tk.owned.size());
   for (size_t i = 0; i < tk.owned.size(); ++i) {
-    tk.by_text.emplace(tk.owned[i], int64_t(i));
+    tk.by_text.insert(tk.owned[i], int64_t(i));
     tk.note_id(int64_t(i));
   }
   tk.known = true;
   (void)ck;
+}
+
+// A special token in tokenizer_config.json: a string or an AddedToken object.
+std::optional<std::string> token_text(const json::Value& v) {
+  if (v.is_string()) return v.as_string();
+  if (v.is_object()) return v.get_string("content");
+  return std::nullopt;
 }
 
 const json::Value* text_section(const json::Value& cfg) {
@@ -441,6 +653,9 @@ std::vector<std::string> template_literal_tokens(std::string_view t) {
 }
 
 void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& sink) {
+  // tk's token texts view the parsed tokenizer.json: the parser outlives every use of tk.
+  dom::parser parser;
+  simdjson::padded_string copy;
   Tokens tk;
   const FileEntry* tj_file = ck.file("tokenizer.json");
   const FileEntry* spm = ck.file("tokenizer.model");
@@ -451,15 +666,23 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
       tiktoken = true;
   bool json_unreadable = tj_file && (!tj_file->readable() || tj_file->size == 0);  // FS reports these
 
-  if (ck.tokenizer.present && ck.tokenizer.error && !json_unreadable) {
-    const auto& e = *ck.tokenizer.error;
+  std::optional<json::ParseError> tj_error = ck.tokenizer.error;  // could not be read
+  bool tj_parsed = false;
+  if (ck.tokenizer.present && !tj_error) {
+    element root;
+    tj_error = parse_document(ck.tokenizer.text, parser, copy, root);
+    if (!tj_error) {
+      tj_parsed = true;
+      read_tokenizer_json(ck.tokenizer.file, root, tk, sink);
+    }
+  }
+  if (ck.tokenizer.present && tj_error && !json_unreadable) {
+    const auto& e = *tj_error;
     sink.add("TK002", Severity::error,
              "tokenizer.json is not valid JSON at " + std::to_string(e.line) + ":" +
                  std::to_string(e.column) + ": " + e.message,
              ck.tokenizer.file, {}, "a truncated download or a hand edit; re-fetch the file");
-  } else if (ck.tokenizer.ok()) {
-    read_tokenizer_json(ck.tokenizer, tk, sink);
-  } else if (!tj_file && spm) {
+  } else if (!ck.tokenizer.present && !tj_file && spm) {
     read_sentencepiece(ck, *spm, tk, sink);
   }
   tk.finish();
@@ -474,7 +697,7 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
   const std::string tc_file = ck.tokenizer_config.file.empty() ? "tokenizer_config.json"
                                                                : ck.tokenizer_config.file;
   // Unigram behind the generic fast class (SwiftLM #155).
-  if (tk.known && tk.type == ModelType::Unigram && ck.tokenizer.ok() && ck.tokenizer_config.ok()) {
+  if (tk.known && tk.type == ModelType::Unigram && tj_parsed && ck.tokenizer_config.ok()) {
     auto cls = ck.tokenizer_config.value.get_string("tokenizer_class");
     if (cls && *cls == "PreTrainedTokenizerFast")
       sink.add("TK016", Severity::info,

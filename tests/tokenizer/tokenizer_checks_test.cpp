@@ -9,6 +9,7 @@
 #include "ckpt/json.h"
 #include "ckpt/tokenizer.h"
 #include "test_support.h"
+#include "tokenizer/token_table.h"
 
 using namespace ckpt;
 
@@ -44,15 +45,23 @@ Fx clean() {
 
 std::vector<Finding> run(const Fx& fx) {
   Checkpoint ck;
-  auto add = [&](const std::string& name, const std::string& text, JsonFile& slot) {
-    if (text.empty()) return;
+  auto file = [&](const std::string& name, const std::string& text) {
     FileEntry fe;
     fe.rel = name;
     fe.size = text.size();
     ck.files.push_back(fe);
+  };
+  auto add = [&](const std::string& name, const std::string& text, JsonFile& slot) {
+    if (text.empty()) return;
+    file(name, text);
     slot = jf(name, text);
   };
-  add("tokenizer.json", fx.tokenizer, ck.tokenizer);
+  if (!fx.tokenizer.empty()) {  // kept as bytes, as the loader keeps it
+    file("tokenizer.json", fx.tokenizer);
+    ck.tokenizer.file = "tokenizer.json";
+    ck.tokenizer.present = true;
+    ck.tokenizer.text = fx.tokenizer;
+  }
   add("tokenizer_config.json", fx.tokenizer_config, ck.tokenizer_config);
   add("config.json", fx.config, ck.config);
   add("generation_config.json", fx.generation_config, ck.generation_config);
@@ -116,8 +125,9 @@ TEST(TokenizerChecks, SeedFixturesPass) {
     fx.config = test::read_text(dir / name / "config.json");
     auto fs = run(fx);
     EXPECT_TRUE(codes(fs, true).empty()) << name << "\n" << dump(fs);
-    if (std::string(name) == "unigram-tokenizer")
+    if (std::string(name) == "unigram-tokenizer") {
       EXPECT_EQ(codes(fs), std::vector<std::string>{"TK016"}) << dump(fs);
+    }
   }
 }
 
@@ -324,6 +334,185 @@ TEST(TokenizerChecks, HostileInputsNeverCrash) {
     auto fs = run(fx);
     EXPECT_FALSE(codes(fs, true).empty()) << t;
   }
+}
+
+// ---- the raw-bytes reader: what tokenizer.json's own parse handles specially ----------------
+
+namespace {
+
+// A small byte-level-free BPE tokenizer.json around a vocabulary and merges written verbatim.
+std::string bpe(const std::string& vocab, const std::string& merges, const std::string& extra = "") {
+  return R"({"model":{"type":"BPE","vocab":{)" + vocab + R"(},"merges":[)" + merges + "]}" + extra + "}";
+}
+
+std::vector<Finding> run_tokenizer(const std::string& tj) {
+  Fx fx;
+  fx.tokenizer = tj;
+  return run(fx);
+}
+
+}  // namespace
+
+TEST(TokenizerReader, EscapedKeysMatchTheirUnescapedSpelling) {
+  // \" \\ \/ \n \u0120 (Ġ) and a surrogate pair (😀) in vocabulary keys; merges name the same
+  // tokens escaped differently, in both merge formats.
+  std::string vocab = R"("\"":0,"\\":1,"\"\\":2,"\u0120":3,"a":4,"\u0120a":5,"\ud83d\ude00":6,"\u00e9":7,)"
+                      R"("\ud83d\ude00\u00e9":8,"/":9,"a/":10,"\n":11,"\na":12)";
+  std::string merges = R"(["\"","\\"],"\u0120 a",["😀","é"],"a \/",["\u000a","a"])";
+  auto fs = run_tokenizer(bpe(vocab, merges));
+  EXPECT_TRUE(fs.empty()) << dump(fs);
+  // The result of a merge is looked up unescaped too: drop "\"\\" and TK007 names it.
+  fs = run_tokenizer(bpe(R"("\"":0,"\\":1,"x":2)", R"(["\"","\\"])"));
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK007"}) << dump(fs);
+  EXPECT_NE(fs[0].message.find("-> '\"\\'"), std::string::npos) << fs[0].message;
+  // A NUL inside a token is part of it.
+  fs = run_tokenizer(bpe(R"("a\u0000":0,"b":1,"a\u0000b":2)", R"(["a\u0000","b"])"));
+  EXPECT_TRUE(fs.empty()) << dump(fs);
+}
+
+TEST(TokenizerReader, DuplicateVocabularyKeys) {
+  // Written twice: reported, and the last value wins (as Python's json and json::parse do).
+  auto fs = run_tokenizer(bpe(R"("a":0,"b":1,"ab":2,"a":3)", R"("a b")"));
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK004"}) << dump(fs);
+  EXPECT_NE(fs[0].message.find("key 'a' written twice"), std::string::npos) << fs[0].message;
+  // An escaped spelling of the same key is the same key.
+  fs = run_tokenizer(bpe(R"("a":0,"b":1,"ab":2,"\u0061":3)", R"("a b")"));
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK004"}) << dump(fs);
+  // The last value is malformed: the token is gone, so the merge using it is reported too.
+  fs = run_tokenizer(bpe(R"("a":0,"b":1,"ab":2,"a":"x")", R"("a b")"));
+  ASSERT_EQ(codes(fs), (std::vector<std::string>{"TK003", "TK004", "TK006"})) << dump(fs);
+  EXPECT_NE(fs[0].message.find("'a' -> \"x\""), std::string::npos) << fs[0].message;
+  // The first value was malformed, the last is fine: only the duplicate is reported.
+  fs = run_tokenizer(bpe(R"("a":"x","b":1,"ab":2,"a":0)", R"("a b")"));
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK004"}) << dump(fs);
+  // Ids shared by two keys, out of order: each pair named once, in id order.
+  fs = run_tokenizer(bpe(R"("c":2,"a":0,"b":2,"ab":0)", R"("a b")"));
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK004"}) << dump(fs);
+  EXPECT_NE(fs[0].message.find("id 0 = 'a' and 'ab', id 2 = 'b' and 'c'"), std::string::npos) << fs[0].message;
+}
+
+TEST(TokenizerReader, LastOfDuplicateSectionsWins) {
+  // Two "model" sections: the second one is the tokenizer.
+  std::string t = R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"model":{"type":"WordLevel","vocab":{"a":0,"b":1}}})";
+  auto fs = run_tokenizer(t);
+  EXPECT_TRUE(codes(fs, true).empty()) << dump(fs);
+  // Two "merges" lists: the second is checked.
+  fs = run_tokenizer(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"],"merges":["b a"]}})");
+  EXPECT_EQ(codes(fs), std::vector<std::string>{"TK007"}) << dump(fs);
+}
+
+TEST(TokenizerReader, BothMergeFormatsOnALargeVocabulary) {
+  tok::GenOptions o;
+  o.vocab_size = 5000;
+  o.fill_with_merges = true;
+  auto g = tok::generate(o);
+  Fx fx = clean();
+  fx.rows = 5000;
+  fx.config = R"({"vocab_size":5000})";
+  fx.tokenizer = g.tokenizer_json;
+  auto fs = run(fx);
+  EXPECT_TRUE(fs.empty()) << dump(fs);
+  // The same merges written as "a b" strings (the older tokenizers format).
+  auto r = json::parse(g.tokenizer_json);
+  ASSERT_TRUE(r.ok());
+  json::Value root = r.value;
+  json::Object* found = nullptr;
+  for (auto& [key, value] : root.mutable_object())
+    if (key == "model") found = &value.mutable_object();
+  ASSERT_TRUE(found);
+  json::Object& model = *found;
+  ASSERT_EQ(model.back().first, "merges");
+  json::Array strings;
+  for (const auto& m : model.back().second.as_array())
+    strings.push_back(m.as_array()[0].as_string() + " " + m.as_array()[1].as_string());
+  EXPECT_EQ(strings.size(), 5000u - 260u);
+  model.back().second = json::Value(std::move(strings));
+  fx.tokenizer = root.dump();
+  fs = run(fx);
+  EXPECT_TRUE(fs.empty()) << dump(fs);
+  EXPECT_NE(fx.tokenizer.find("\"merges\":[\"h e\",\"l l\""), std::string::npos);
+}
+
+TEST(TokenizerReader, MalformedJsonIsLocated) {
+  Fx fx = clean();
+  // A missing comma at the end of line 3: the next key, on line 4, is where it breaks.
+  replace(fx.tokenizer, "\"truncation\": null,", "\"truncation\": null");
+  auto want = json::locate_error(fx.tokenizer);
+  ASSERT_EQ(want.line, 4u);
+  ASSERT_EQ(want.column, 3u);
+  auto fs = run(fx);
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK002"}) << dump(fs);
+  EXPECT_EQ(fs[0].message, "tokenizer.json is not valid JSON at 4:3: " + want.message);
+  // Valid grammar that no 64-bit parser holds: an id beyond uint64.
+  fs = run_tokenizer(bpe(R"("a":18446744073709551616)", ""));
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK002"}) << dump(fs);
+  EXPECT_NE(fs[0].message.find("at 1:1: unsupported JSON: "), std::string::npos) << fs[0].message;
+  // Too deep, invalid UTF-8, an invalid escape, a lone surrogate, trailing bytes.
+  for (std::string t : {std::string(600, '[') + std::string(600, ']'), std::string("{\"a\":\"\xff\"}"),
+                        std::string(R"({"a":"\x"})"), std::string(R"({"a":"\ud800"})"), bpe("", "") + "x"}) {
+    fs = run_tokenizer(t);
+    EXPECT_EQ(codes(fs), std::vector<std::string>{"TK002"}) << t.substr(0, 40) << "\n" << dump(fs);
+  }
+}
+
+TEST(TokenizerReader, ParsesInPlaceOrFromACopy) {
+  // The loader reserves simdjson's padding after the bytes; a caller that did not gets a copy.
+  std::string t = tok::generate({}).tokenizer_json;
+  Checkpoint a, b;
+  for (Checkpoint* ck : {&a, &b}) {
+    FileEntry fe;
+    fe.rel = "tokenizer.json";
+    fe.size = t.size();
+    ck->files.push_back(fe);
+    ck->tokenizer.file = "tokenizer.json";
+    ck->tokenizer.present = true;
+  }
+  a.tokenizer.text = t;
+  a.tokenizer.text.shrink_to_fit();
+  b.tokenizer.text.reserve(t.size() + 64);
+  b.tokenizer.text = t;
+  ASSERT_GE(b.tokenizer.text.capacity(), t.size() + 64);
+  for (Checkpoint* ck : {&a, &b}) {
+    ck->finalize();
+    FindingSink sink;
+    tok::check_tokenizer(*ck, {}, sink);
+    EXPECT_TRUE(sink.findings().empty()) << dump(sink.findings());
+  }
+  // A read error from the loader is reported as it was (TK002 at 0:0), and no parse is tried.
+  a.tokenizer.error = json::ParseError{"cannot read: file is 600000000 bytes, above the limit", 0, 0, 0};
+  FindingSink sink;
+  tok::check_tokenizer(a, {}, sink);
+  ASSERT_EQ(codes(sink.findings()), std::vector<std::string>{"TK002"});
+  EXPECT_NE(sink.findings()[0].message.find("at 0:0: cannot read"), std::string::npos);
+}
+
+TEST(TokenTable, InsertFindGrow) {
+  tok::TokenTable t;
+  std::vector<std::string> keys = {"", "a", "ab", "abcdefgh", "abcdefghi", "abcdefghj", std::string("a\0", 2),
+                                   std::string("\0", 1), std::string("abcdefgh\0", 9), "ÄĠ"};
+  for (int i = 0; i < 5000; ++i) keys.push_back("tok" + std::to_string(i) + (i % 3 ? "" : "-long-suffix"));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto [index, fresh] = t.insert(keys[i], int64_t(i));
+    EXPECT_TRUE(fresh) << i;
+    EXPECT_EQ(index, uint32_t(i));
+  }
+  EXPECT_EQ(t.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto* e = t.find(keys[i]);
+    ASSERT_NE(e, nullptr) << i;
+    EXPECT_EQ(e->id, int64_t(i));
+    EXPECT_FALSE(t.insert(keys[i], 99).second);
+  }
+  for (const char* absent : {"b", "abcdefg", "abcdefghk", "tok5000", "tok0-long-suffi"}) EXPECT_FALSE(t.contains(absent)) << absent;
+  EXPECT_FALSE(t.contains(std::string("a\0\0", 3)));
+  // A negative id spells an entry that is not a token.
+  t.set_id(1, -1);
+  EXPECT_FALSE(t.contains("a"));
+  EXPECT_EQ(t.index_of("a"), 1u);
+  EXPECT_EQ(t.size(), keys.size() - 1);
+  t.set_id(1, 7);
+  EXPECT_EQ(t.find("a")->id, 7);
+  EXPECT_EQ(t.size(), keys.size());
 }
 
 TEST(SentencePiece, ParsesPiecesAndRejectsJunk) {

@@ -1,0 +1,322 @@
+// HS: hashes and data scans — the only family that reads tensor data, and only with --deep.
+// One read-only pass per file (src/checks/deep_scan.cpp) hashes the content where there is a
+// recorded digest to compare with (a Hugging Face cache blob's name, a --local-dir download's
+// metadata) and scans every float tensor's bit patterns for NaN, Inf and all-zero data.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include "checks/deep_scan.h"
+#include "checks/family.h"
+#include "checks/util.h"
+#include "io/checked.h"
+#include "io/file.h"
+
+namespace ckpt::checks {
+
+namespace {
+
+using hub::detail::EtagKind;
+
+constexpr std::array<CheckInfo, 5> kCodes{{
+    {"HS001", Severity::error, "file content does not match its recorded hash (cache blob name or download metadata)"},
+    {"HS002", Severity::error, "NaN values in a float tensor"},
+    {"HS003", Severity::error, "Inf values in a float tensor"},
+    {"HS004", Severity::warning, "float weight tensor is entirely zero"},
+    {"HS005", Severity::error, "tensor data cannot be read"},
+}};
+
+constexpr size_t kMaxPerCode = 8;       // per file; the rest are summed up in one finding
+constexpr uint64_t kMinZeroElements = 16;  // smaller all-zero tensors are often legitimate (gates, offsets)
+
+// Where the expected digest of a file comes from.
+struct Expected {
+  EtagKind kind = EtagKind::opaque;
+  std::string digest;
+  std::string recorded;  // where it is recorded, as a phrase ending before the digest
+  std::string fix;     // how to get the right bytes back
+};
+
+struct TensorRef {
+  const Shard* shard;
+  const st::TensorEntry* entry;
+  uint64_t numel;
+};
+
+struct Plan {
+  std::vector<deep::FileJob> jobs;
+  std::vector<std::vector<std::string>> rels;  // snapshot entries sharing the file (first = reported)
+  std::vector<Expected> expected;
+  std::vector<std::vector<TensorRef>> tensors;  // parallel to jobs[i].tensors
+  std::unordered_map<std::string, size_t> by_path;
+
+  size_t job_for(const FileEntry& f) {
+    auto [it, fresh] = by_path.emplace(f.abs.string(), jobs.size());
+    if (fresh) {
+      jobs.push_back({f.abs, EtagKind::opaque, {}});
+      rels.push_back({f.rel});
+      expected.emplace_back();
+      tensors.emplace_back();
+    } else if (std::find(rels[it->second].begin(), rels[it->second].end(), f.rel) == rels[it->second].end()) {
+      rels[it->second].push_back(f.rel);
+    }
+    return it->second;
+  }
+};
+
+std::optional<uint64_t> element_count(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) {
+    auto m = io::checked_mul(n, d);
+    if (!m) return std::nullopt;
+    n = *m;
+  }
+  return n;
+}
+
+// The float tensors of a shard whose byte span is consistent with their shape (the rest are
+// ST findings already), as absolute file ranges.
+void plan_shard(const Checkpoint& ck, const Shard& sh, Plan& plan) {
+  const st::Header& h = sh.header;
+  if (!h.framing_ok || !h.parsed) return;
+  const FileEntry* f = ck.file(sh.file);
+  if (!f || !f->readable() || f->abs.empty()) return;
+  std::optional<size_t> job;
+  for (const auto& t : h.tensors) {
+    if (!deep::scannable(t.dtype) || t.end < t.begin) continue;
+    auto numel = element_count(t.shape);
+    if (!numel || *numel == 0) continue;
+    auto nbytes = io::checked_mul(*numel, st::dtype_bits(t.dtype) / 8);
+    if (!nbytes || *nbytes != t.end - t.begin) continue;
+    auto offset = io::checked_add(h.data_start(), t.begin);
+    if (!offset || !io::checked_add(*offset, *nbytes)) continue;
+    if (!job) job = plan.job_for(*f);
+    plan.jobs[*job].tensors.push_back({t.dtype, *offset, *nbytes});
+    plan.tensors[*job].push_back({&sh, &t, *numel});
+  }
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+// huggingface_hub's --local-dir bookkeeping: .cache/huggingface/download/<path>.metadata holds
+// "<commit>\n<etag>\n<unix time>\n". It describes the file only while the file is not newer
+// than the timestamp (the same rule huggingface_hub applies); a newer file was edited or
+// replaced on purpose, and there is nothing to compare it with.
+std::optional<Expected> local_dir_expectation(const Checkpoint& ck, const FileEntry& f) {
+  std::string meta_rel = ".cache/huggingface/download/" + f.rel + ".metadata";
+  const FileEntry* m = ck.file(meta_rel);
+  if (!m || !m->readable()) return std::nullopt;
+  std::string text;
+  if (!io::read_file(m->abs, 4096, text).empty()) return std::nullopt;
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start <= text.size() && lines.size() < 3) {
+    size_t nl = text.find('\n', start);
+    lines.push_back(trim(text.substr(start, nl == std::string::npos ? std::string::npos : nl - start)));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  if (lines.size() < 3) return std::nullopt;
+  char* endp = nullptr;
+  double timestamp = std::strtod(lines[2].c_str(), &endp);
+  if (endp == lines[2].c_str()) return std::nullopt;
+  struct stat st{};
+  if (::stat(f.abs.c_str(), &st) != 0) return std::nullopt;
+  double mtime = static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
+  if (mtime - 1 > timestamp) return std::nullopt;
+  Expected e;
+  e.kind = hub::detail::etag_kind(lines[1]);
+  if (e.kind == EtagKind::opaque) return std::nullopt;
+  e.digest = lines[1];
+  e.recorded = meta_rel + " records";
+  e.fix = "delete it and download it again (huggingface_hub then rewrites the metadata)";
+  return e;
+}
+
+void plan_hashes(const Checkpoint& ck, Plan& plan) {
+  for (const auto& f : ck.files) {
+    if (!f.readable() || f.abs.empty() || starts_with(f.rel, ".cache/")) continue;
+    Expected e;
+    if (ck.cache && f.is_symlink) {
+      // A snapshot entry links to blobs/<etag>: the sha256 of the content for LFS files,
+      // the git blob sha1 for the others.
+      std::string etag = f.abs.filename().string();
+      e.kind = hub::detail::etag_kind(etag);
+      if (e.kind == EtagKind::opaque) continue;
+      e.digest = etag;
+      e.recorded = "its cache blob is named";
+      e.fix = "delete " + f.abs.string() + " and download the file again (`ckpt fetch " + ck.cache->repo_id + "@" +
+              ck.cache->commit + " " + f.rel + "`)";
+    } else if (auto le = local_dir_expectation(ck, f)) {
+      e = std::move(*le);
+    } else {
+      continue;
+    }
+    size_t j = plan.job_for(f);
+    if (plan.jobs[j].hash != EtagKind::opaque) continue;  // another entry links the same blob
+    plan.jobs[j].hash = e.kind;
+    plan.expected[j] = std::move(e);
+  }
+}
+
+// "[3, 17]" for a flat index into `shape` (row-major).
+std::string index_str(uint64_t flat, const std::vector<uint64_t>& shape) {
+  if (shape.empty()) return "the only value";
+  std::vector<uint64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] ? flat % shape[d] : 0;
+    flat = shape[d] ? flat / shape[d] : 0;
+  }
+  return "index " + shape_str(idx);
+}
+
+bool zero_is_plausible(std::string_view name) {
+  // Biases, zero points and offsets are legitimately all zero in many trained models.
+  for (std::string_view w : {"bias", "zero", "offset"})
+    if (name.find(w) != std::string_view::npos) return true;
+  return false;
+}
+
+const char* algo_name(EtagKind k) { return k == EtagKind::sha256 ? "sha256" : "git blob sha1"; }
+
+// Caps one code's per-tensor findings in one file and sums up the rest.
+class Capped {
+ public:
+  explicit Capped(FindingSink& out) : out_(out) {}
+  void add(const std::string& code, const std::string& file, const std::string& tensor, std::string msg,
+           std::string hint) {
+    auto& st = state_[{file, code}];
+    if (++st.count <= kMaxPerCode) {
+      out_.add(code, find_check(code)->severity, std::move(msg), file, tensor, std::move(hint));
+    } else {
+      st.more.push_back(tensor);
+      st.hint = std::move(hint);
+    }
+  }
+  void flush(const std::map<std::string, std::string>& what) {
+    for (auto& [key, st] : state_) {
+      if (st.more.empty()) continue;
+      const auto& [file, code] = key;
+      out_.add(code, find_check(code)->severity,
+               std::to_string(st.more.size()) + " more tensors in this file " + what.at(code) + ": " +
+                   list_names(st.more),
+               file, "", st.hint);
+    }
+  }
+
+ private:
+  struct State {
+    size_t count = 0;
+    std::vector<std::string> more;
+    std::string hint;
+  };
+  FindingSink& out_;
+  std::map<std::pair<std::string, std::string>, State> state_;
+};
+
+void report(const Plan& plan, const std::vector<deep::FileResult>& results, FindingSink& out) {
+  Capped capped(out);
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    const auto& job = plan.jobs[j];
+    const auto& res = results[j];
+    const std::string& rel = plan.rels[j].front();
+    std::string also;
+    if (plan.rels[j].size() > 1) {
+      std::vector<std::string> others(plan.rels[j].begin() + 1, plan.rels[j].end());
+      also = " (the same file is also " + list_names(others) + ")";
+    }
+
+    if (!res.error.empty()) {
+      std::string where = res.opened ? " at byte " + std::to_string(res.error_offset) : std::string();
+      out.add("HS005", Severity::error,
+              res.error + where + "; " + std::to_string(res.bytes_read) + " of " + std::to_string(res.size) +
+                  " bytes were read" + (job.hash != EtagKind::opaque ? ", so its hash could not be checked" : "") + also,
+              rel, "",
+              "an I/O error while reading tensor data is a failing disk, a network filesystem dropping out, or a "
+              "file being replaced during the check; no loader can trust these bytes. Re-run, then re-download "
+              "or restore the file");
+    }
+
+    const Expected& e = plan.expected[j];
+    if (job.hash != EtagKind::opaque && res.error.empty() && res.digest != e.digest) {
+      out.add("HS001", Severity::error,
+              "the content (" + bytes_str(res.size) + ") has " + algo_name(e.kind) + " " + res.digest + " but " +
+                  e.recorded + " " + e.digest + ", the " + algo_name(e.kind) + " it had when downloaded: the bytes "
+                  "changed after download" + also,
+              rel, "",
+              "a corrupted or partially overwritten file (disk error, a tool writing through the cache symlink, an "
+              "interrupted copy or restore); " + e.fix);
+    }
+
+    for (size_t k = 0; k < plan.tensors[j].size(); ++k) {
+      const TensorRef& t = plan.tensors[j][k];
+      const deep::ScanResult& r = res.tensors[k];
+      const std::string& file = t.shard->file;
+      const std::string& name = t.entry->name;
+      std::string dt(st::dtype_name(t.entry->dtype));
+      bool partial = r.elements < t.numel;
+      std::string of = " of " + std::to_string(partial ? r.elements : t.numel) + " " + dt + " values" +
+                       (partial ? " present (the file ends inside the tensor; it has " + std::to_string(t.numel) + ")"
+                                : std::string());
+      if (r.nan) {
+        capped.add("HS002", file, name,
+                   std::to_string(r.nan) + of + " are NaN, the first at " + index_str(r.first_nan, t.entry->shape),
+                   "a NaN weight turns every activation it touches into NaN and the model generates garbage: a "
+                   "diverged training run, a broken conversion or corrupted bytes. Compare with the source checkpoint");
+      }
+      if (r.inf) {
+        std::string hint = "an Inf weight makes activations Inf, and NaN within a layer or two (Inf - Inf, Inf x 0)";
+        if (t.entry->dtype == st::DType::F16)
+          hint += "; F16 holds at most 65504, so an F32/BF16 checkpoint with larger values converted to F16 "
+                  "overflows: convert to BF16 instead, or clamp before converting";
+        else
+          hint += ": a diverged training run, a broken conversion or corrupted bytes. Compare with the source checkpoint";
+        capped.add("HS003", file, name,
+                   std::to_string(r.inf) + of + " are +/-Inf, the first at " + index_str(r.first_inf, t.entry->shape),
+                   hint);
+      }
+      if (!r.nonzero && !partial && t.numel >= kMinZeroElements && deep::has_zero_value(t.entry->dtype) &&
+          !zero_is_plausible(name)) {
+        bool hole = deep::is_hole(job.path, job.tensors[k].offset, job.tensors[k].nbytes);
+        capped.add("HS004", file, name,
+                   "all " + std::to_string(t.numel) + " " + dt + " values of shape " + shape_str(t.entry->shape) +
+                       " are zero" +
+                       (hole ? "; its bytes are a hole in a sparse file (never written)" : std::string()),
+                   hole ? "the file was preallocated or extended and the data never arrived (an interrupted or "
+                          "failed download or copy); re-download the file"
+                        : "a zero-filled download, a failed conversion or a never-trained (freshly initialised) "
+                          "layer; the layer computes nothing. Compare with the source checkpoint");
+      }
+    }
+  }
+  capped.flush({{"HS002", "hold NaN values"},
+                {"HS003", "hold Inf values"},
+                {"HS004", "are entirely zero"}});
+}
+
+void run(const Checkpoint& ck, const VerifyOptions& opts, FindingSink& out) {
+  if (!opts.deep || ck.snapshot_missing) return;
+  Plan plan;
+  for (const auto& sh : ck.shards) plan_shard(ck, sh, plan);
+  plan_hashes(ck, plan);
+  if (plan.jobs.empty()) return;
+  auto results = deep::run(plan.jobs);
+  report(plan, results, out);
+}
+
+}  // namespace
+
+const FamilyDef kHashesFamily{"HS", kCodes, run};
+
+}  // namespace ckpt::checks

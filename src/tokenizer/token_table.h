@@ -1,0 +1,155 @@
+// The TK checks' token table: token text -> id in one flat open-addressing array.
+// Built for the merge loop (three lookups per merge: left, right, result; ~450k lookups on a
+// 150k-token vocabulary). Each 16-byte slot holds the text's length and first 8 bytes, so a
+// lookup of a token of up to 8 bytes (most BPE tokens) touches one cache line; std::unordered_map
+// needed three (bucket, node, text). Keys are views: the parsed document (or the owned
+// SentencePiece pieces) must outlive the table. Entries keep insertion order, so nothing
+// reported depends on hashing.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ckpt::tok {
+
+// Per-process seed: a document cannot be written to collide in a table it cannot predict.
+uint64_t token_hash_seed();
+
+// What the table knows of a text before looking: its hash and its first 8 bytes (zero-padded).
+struct TokenKey {
+  uint64_t hash;
+  uint64_t head;
+};
+
+inline TokenKey token_key(std::string_view s, uint64_t seed) {
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t h = seed ^ (uint64_t(n) * 0x9E3779B97F4A7C15ull);
+  uint64_t head = 0;
+  bool first = true;
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    if (first) head = w, first = false;
+    h = (h ^ w) * 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    p += 8;
+    n -= 8;
+  }
+  if (n) {
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; ++i) w |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
+    if (first) head = w;
+    h = (h ^ w) * 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+  }
+  h *= 0x9FB21C651E98DF25ull;
+  return {h ^ (h >> 29), head};
+}
+
+class TokenTable {
+ public:
+  static constexpr uint32_t npos = UINT32_MAX;
+  struct Entry {
+    std::string_view text;
+    int64_t id;  // < 0: spelled in the file but not a token (a vocabulary entry with a malformed id)
+  };
+
+  TokenTable() : seed_(token_hash_seed()) {}
+
+  TokenKey key(std::string_view s) const { return token_key(s, seed_); }
+
+  void reserve(size_t n) {
+    entries_.reserve(n);
+    if (slot_count_for(n) > slots_.size()) rehash(slot_count_for(n));
+  }
+
+  // Index of the entry spelled `s` (whatever its id), or npos. A text of up to 8 bytes is
+  // compared in the slot itself; a longer one also reads its entry.
+  uint32_t index_of(std::string_view s, TokenKey k) const {
+    if (slots_.empty()) return npos;
+    for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.index1 == 0) return npos;
+      if (slot.head == k.head && slot.len == uint32_t(s.size()) &&
+          (s.size() <= 8 || entries_[slot.index1 - 1].text.substr(8) == s.substr(8)))
+        return slot.index1 - 1;
+    }
+  }
+  uint32_t index_of(std::string_view s) const { return index_of(s, key(s)); }
+
+  // The token spelled `s`, or nullptr.
+  const Entry* find(std::string_view s) const {
+    uint32_t i = index_of(s);
+    return i != npos && entries_[i].id >= 0 ? &entries_[i] : nullptr;
+  }
+  bool contains(std::string_view s, TokenKey k) const {
+    uint32_t i = index_of(s, k);
+    return i != npos && entries_[i].id >= 0;
+  }
+  bool contains(std::string_view s) const { return contains(s, key(s)); }
+
+  // Adds `s` when it is not spelled yet; {index, true} when added, {existing index, false} else.
+  std::pair<uint32_t, bool> insert(std::string_view s, TokenKey k, int64_t id) {
+    if (slot_count_for(entries_.size() + 1) > slots_.size()) rehash(slot_count_for(entries_.size() + 1) * 2);
+    size_t i = k.hash & mask_;
+    for (;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.index1 == 0) break;
+      if (slot.head == k.head && slot.len == uint32_t(s.size()) &&
+          (s.size() <= 8 || entries_[slot.index1 - 1].text.substr(8) == s.substr(8)))
+        return {slot.index1 - 1, false};
+    }
+    entries_.push_back({s, id});
+    slots_[i] = Slot{k.head, uint32_t(s.size()), uint32_t(entries_.size())};
+    if (id >= 0) ++live_;
+    return {uint32_t(entries_.size() - 1), true};
+  }
+  std::pair<uint32_t, bool> insert(std::string_view s, int64_t id) { return insert(s, key(s), id); }
+
+  void set_id(uint32_t index, int64_t id) {
+    Entry& e = entries_[index];
+    live_ += (id >= 0) - (e.id >= 0);
+    e.id = id;
+  }
+
+  const Entry& entry(uint32_t index) const { return entries_[index]; }
+  const std::vector<Entry>& entries() const { return entries_; }  // insertion order
+  size_t size() const { return live_; }  // tokens (entries with an id)
+
+ private:
+  struct Slot {
+    uint64_t head = 0;    // the text's first 8 bytes, zero-padded
+    uint32_t len = 0;     // its length (mod 2^32: texts over 8 bytes compare the rest anyway)
+    uint32_t index1 = 0;  // entry index + 1; 0 = empty
+  };
+
+  // Load factor at most 2/3: 150k tokens take 2^18 slots (4 MiB). Every page of a fresh table
+  // is a page fault, which costs more than the longer probes (slots are 4 to a cache line).
+  static size_t slot_count_for(size_t n) {
+    size_t c = 64;
+    while (c < n + n / 2 + 1) c *= 2;
+    return c;
+  }
+  void rehash(size_t count) {
+    slots_.assign(count, Slot{});
+    mask_ = count - 1;
+    for (size_t k = 0; k < entries_.size(); ++k) {
+      const Entry& e = entries_[k];
+      TokenKey key = token_key(e.text, seed_);
+      size_t i = key.hash & mask_;
+      while (slots_[i].index1 != 0) i = (i + 1) & mask_;
+      slots_[i] = Slot{key.head, uint32_t(e.text.size()), uint32_t(k + 1)};
+    }
+  }
+
+  uint64_t seed_;
+  std::vector<Slot> slots_;
+  std::vector<Entry> entries_;  // insertion order
+  size_t mask_ = 0;
+  size_t live_ = 0;
+};
+
+}  // namespace ckpt::tok
