@@ -263,7 +263,7 @@ void report(const Plan& plan, const std::vector<deep::FileResult>& results, Find
       const TensorRef& t = plan.tensors[j][k];
       const deep::ScanResult& r = res.tensors[k];
       const std::string& file = t.shard->file;
-      const std::string& name = t.entry->name;
+      const std::string name(t.entry->name);
       std::string dt(st::dtype_name(t.entry->dtype));
       bool partial = r.elements < t.numel;
       std::string of = " of " + std::to_string(partial ? r.elements : t.numel) + " " + dt + " values" +
