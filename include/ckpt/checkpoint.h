@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "ckpt/json.h"
+#include "ckpt/name_index.h"
 #include "ckpt/safetensors.h"
 
 namespace ckpt {
@@ -91,7 +93,11 @@ struct ShardIndex {
   JsonFile json;                                  // the raw document
   std::string schema_error;                       // non-empty when weight_map is unusable
   std::optional<uint64_t> total_size;             // metadata.total_size
-  std::vector<std::pair<std::string, std::string>> weight_map;  // tensor -> shard, file order
+  // tensor -> shard, in file order. Views into the index text (or unescaped copies) that
+  // `storage` keeps alive: no allocation per entry for 100k-entry indexes.
+  std::vector<std::pair<std::string_view, std::string_view>> weight_map;
+  std::vector<uint64_t> name_hashes;  // hash_name() of each weight_map name, same order
+  std::shared_ptr<const void> storage;
 };
 
 // Where a tensor lives: shard index into Checkpoint::shards and entry index into its header.
@@ -132,6 +138,35 @@ class TensorLocs {
   bool claimed = false;  // finalize(): an index entry already took this name
 };
 
+// Every tensor name of a checkpoint with its locations, in first-seen order; find() by name.
+class TensorTable {
+ public:
+  using value_type = std::pair<std::string_view, TensorLocs>;
+  using const_iterator = std::vector<value_type>::const_iterator;
+  using iterator = std::vector<value_type>::iterator;
+  const_iterator begin() const { return items_.begin(); }
+  const_iterator end() const { return items_.end(); }
+  iterator begin() { return items_.begin(); }
+  iterator end() { return items_.end(); }
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  const_iterator find(std::string_view name) const { return find(name, hash_name(name)); }
+  iterator find(std::string_view name) { return find(name, hash_name(name)); }
+  const_iterator find(std::string_view name, uint64_t hash) const;  // hash = hash_name(name)
+  iterator find(std::string_view name, uint64_t hash);
+  size_t count(std::string_view name) const { return find(name) != end(); }
+  const TensorLocs& at(std::string_view name) const;
+  // The locations of `name`, added (empty) when absent. `name` must outlive the table.
+  TensorLocs& operator[](std::string_view name) { return insert(name, hash_name(name)); }
+  TensorLocs& insert(std::string_view name, uint64_t hash);
+  void clear();
+  void reserve(size_t n);
+
+ private:
+  std::vector<value_type> items_;
+  NameIndex index_;
+};
+
 class Checkpoint {
  public:
   std::string target;                    // what the user asked for
@@ -153,7 +188,7 @@ class Checkpoint {
 
   // All tensors by name, across every parsed shard (several locations = duplicates).
   // Keys view the names stored in `shards` (valid as long as this Checkpoint lives).
-  std::unordered_map<std::string_view, TensorLocs> tensors_by_name;
+  TensorTable tensors_by_name;
 
   Checkpoint() = default;
   Checkpoint(Checkpoint&&) = default;  // moving keeps every internal pointer valid
@@ -191,10 +226,13 @@ class Checkpoint {
     friend class Checkpoint;
     std::vector<value_type> items_;
     // Built on the first lookup: most runs only iterate.
-    mutable std::unordered_map<std::string_view, uint32_t> by_name_;
+    mutable NameIndex by_name_;
     mutable bool indexed_ = false;
   };
   const WeightMap& weights() const { return weights_; }
+  // For each index weight_map entry (same order): its position in tensors_by_name, or
+  // NameIndex::npos when no shard holds the name. Resolved once by finalize().
+  const std::vector<uint32_t>& index_positions() const { return index_positions_; }
   const st::TensorEntry* weight(std::string_view name) const;
 
   // Totals for the summary line.
@@ -205,6 +243,7 @@ class Checkpoint {
 
  private:
   WeightMap weights_;
+  std::vector<uint32_t> index_positions_;
   std::unordered_map<std::string_view, uint32_t> file_by_rel_, shard_by_file_;
 };
 

@@ -25,10 +25,10 @@ struct Finding {
 class FindingSink {
  public:
   void add(Finding f) { findings_.push_back(std::move(f)); }
-  void add(std::string code, Severity sev, std::string message, std::string file = {},
-           std::string tensor = {}, std::string hint = {}) {
-    findings_.push_back(Finding{std::move(code), sev, std::move(message), std::move(file),
-                                std::move(tensor), std::move(hint)});
+  void add(std::string code, Severity sev, std::string message, std::string_view file = {},
+           std::string_view tensor = {}, std::string hint = {}) {
+    findings_.push_back(Finding{std::move(code), sev, std::move(message), std::string(file),
+                                std::string(tensor), std::move(hint)});
   }
   const std::vector<Finding>& findings() const { return findings_; }
   std::vector<Finding>& findings() { return findings_; }

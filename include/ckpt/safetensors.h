@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,12 +57,16 @@ struct Problem {
   uint64_t offset = 0; // byte offset in the file, when meaningful
 };
 
+// Names in a parsed header are views: into the header bytes themselves (which the Header keeps
+// alive), or into unescaped copies it owns. A 100k-tensor checkpoint then costs no allocation
+// per tensor name. The views stay valid as long as any copy of the Header lives.
 struct TensorEntry {
-  std::string name;
+  std::string_view name;
   DType dtype = DType::Unknown;
-  std::string dtype_name;        // as written (kept for unknown dtypes)
+  std::string_view dtype_name;   // as written (kept for unknown dtypes)
   std::vector<uint64_t> shape;
   uint64_t begin = 0, end = 0;   // data_offsets, relative to the data section
+  uint64_t name_hash = 0;        // hash_name(name), computed on the parsing thread
 };
 
 struct Header {
@@ -72,6 +77,7 @@ struct Header {
   std::vector<TensorEntry> tensors;  // in header order
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<Problem> problems;
+  std::shared_ptr<const void> storage;  // owns what the entries' names view
 
   uint64_t data_start() const { return 8 + header_len; }
 };

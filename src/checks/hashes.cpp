@@ -265,7 +265,7 @@ void report(const Plan& plan, const std::vector<deep::FileResult>& results, Find
       const TensorRef& t = plan.tensors[j][k];
       const deep::ScanResult& r = res.tensors[k];
       const std::string& file = t.shard->file;
-      const std::string& name = t.entry->name;
+      const std::string name(t.entry->name);
       std::string dt(st::dtype_name(t.entry->dtype));
       bool partial = r.elements < t.numel;
       std::string of = partial ? " of the " + std::to_string(r.elements) + " " + dt + " values that could be read (of " +

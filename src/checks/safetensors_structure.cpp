@@ -108,7 +108,7 @@ void check_shard(const Shard& sh, FindingSink& out) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
   std::map<std::string, size_t> emitted;
-  auto add = [&](const char* code, std::string msg, const std::string& tensor, std::string hint) {
+  auto add = [&](const char* code, std::string msg, std::string_view tensor, std::string hint) {
     if (++emitted[code] > kMaxPerCode) return;
     out.add(code, Severity::error, std::move(msg), sh.file, tensor, std::move(hint));
   };
@@ -121,13 +121,13 @@ void check_shard(const Shard& sh, FindingSink& out) {
     } else if (t->begin < expected) {
       add("ST013",
           "data_offsets [" + std::to_string(t->begin) + ", " + std::to_string(t->end) + "] overlap " +
-              (prev ? prev->name + " [" + std::to_string(prev->begin) + ", " + std::to_string(prev->end) + "]"
+              (prev ? std::string(prev->name) + " [" + std::to_string(prev->begin) + ", " + std::to_string(prev->end) + "]"
                     : std::string("the previous tensor")),
           t->name, "two tensors share bytes: a hand-built or malicious header; one of them reads the other's data");
     } else if (t->begin > expected) {
       add("ST012",
           "data starts at " + std::to_string(t->begin) + " but the previous tensor" +
-              (prev ? " (" + prev->name + ")" : std::string()) + " ends at " + std::to_string(expected) + ": " +
+              (prev ? " (" + std::string(prev->name) + ")" : std::string()) + " ends at " + std::to_string(expected) + ": " +
               std::to_string(t->begin - expected) + " unaccounted bytes",
           t->name, "the format forbids holes in the data section (they can hide a second payload)");
     }
@@ -173,7 +173,7 @@ void check_shard(const Shard& sh, FindingSink& out) {
   if (expected > data_len) {
     std::vector<std::string> cut;
     for (const auto* t : order)
-      if (t->end > data_len) cut.push_back(t->name);
+      if (t->end > data_len) cut.emplace_back(t->name);
     out.add("ST014", Severity::error,
             "file is " + std::to_string(h.file_size) + " bytes but its header needs " +
                 std::to_string(h.data_start() + expected) + ": " + bytes_str(expected - data_len) + " missing; " +

@@ -172,14 +172,14 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   for (const auto& [tensor, file] : idx.weight_map) {
     Target& tg = target(file);
     if (!tg.safe) {
-      if (unsafe_reported.insert(file).second)
+      if (unsafe_reported.emplace(file).second)
         out.add("IX008", Severity::error,
-                "weight_map sends " + tensor + " to \"" + file + "\", a path outside the model directory; ckpt did not open it",
+                "weight_map sends " + std::string(tensor) + " to \"" + std::string(file) + "\", a path outside the model directory; ckpt did not open it",
                 ixf, tensor,
                 "a malicious or broken index: loaders that join this path open files outside the model (transformers#47176)");
       continue;
     }
-    if (tg.mapped++ == 0) named.push_back(file);
+    if (tg.mapped++ == 0) named.emplace_back(file);
   }
   std::set<std::string> named_set(named.begin(), named.end());
 
@@ -235,8 +235,13 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   // listed[shard][entry]: the index names this tensor (whichever shard it maps it to).
   std::vector<std::vector<char>> listed(ck.shards.size());
   for (size_t i = 0; i < ck.shards.size(); ++i) listed[i].assign(ck.shards[i].header.tensors.size(), 0);
-  for (const auto& [tensor, file] : idx.weight_map) {
-    auto it = ck.tensors_by_name.find(tensor);
+  const auto& positions = ck.index_positions();
+  const bool resolved = positions.size() == idx.weight_map.size();
+  for (size_t k = 0; k < idx.weight_map.size(); ++k) {
+    const auto& [tensor, file] = idx.weight_map[k];
+    auto it = !resolved ? ck.tensors_by_name.find(tensor)
+              : positions[k] == NameIndex::npos ? ck.tensors_by_name.end()
+                                                : ck.tensors_by_name.begin() + positions[k];
     if (it != ck.tensors_by_name.end())
       for (const auto& loc : it->second) listed[loc.shard][loc.entry] = 1;
     const Target& tg = target(file);
@@ -267,17 +272,17 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
       if (++n_dup <= kMax)
         out.add("IX003", Severity::error,
                 "tensor is stored in " + std::to_string(holders.size()) + " shards (" + list_names(holders) +
-                    "); the index maps it to " + file,
-                in_mapped ? holders[0] == file ? holders[1] : holders[0] : holders[0], tensor,
+                    "); the index maps it to " + std::string(file),
+                std::string_view(in_mapped ? holders[0] == file ? holders[1] : holders[0] : holders[0]), tensor,
                 "a superseded copy was left in another shard (#144): vLLM reads every key of every shard and fails "
                 "or loads the wrong copy. Remove the stale copy");
     } else if (found && !in_mapped) {
       if (++n_wrong <= kMax)
-        out.add("IX004", Severity::error, "index maps the tensor to " + file + " but it is stored in " + holders[0], file,
+        out.add("IX004", Severity::error, "index maps the tensor to " + std::string(file) + " but it is stored in " + holders[0], file,
                 tensor, "the index and the shards come from different exports; loaders look in the wrong file");
     } else if (!found && mapped_shard && mapped_shard->header.parsed) {
       if (++n_absent <= kMax)
-        out.add("IX005", Severity::error, "index maps the tensor to " + file + " but no shard holds it", file, tensor,
+        out.add("IX005", Severity::error, "index maps the tensor to " + std::string(file) + " but no shard holds it", file, tensor,
                 "a stale index or an incomplete export: the loader fails with a missing key");
     }
   }
@@ -299,7 +304,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
       n = sh->header.tensors.size();
       const auto& flags = listed[static_cast<size_t>(sh - ck.shards.data())];
       for (size_t i = 0; i < n; ++i)
-        if (flags[i]) collide.push_back(sh->header.tensors[i].name);
+        if (flags[i]) collide.emplace_back(sh->header.tensors[i].name);
     }
     std::string msg = file + " is not named by the index" +
                       (sh ? " (" + std::to_string(n) + " tensor(s)" +
@@ -321,7 +326,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     std::vector<std::string> unlisted;
     const auto& flags = listed[static_cast<size_t>(sh - ck.shards.data())];
     for (size_t i = 0; i < sh->header.tensors.size(); ++i)
-      if (!flags[i]) unlisted.push_back(sh->header.tensors[i].name);
+      if (!flags[i]) unlisted.emplace_back(sh->header.tensors[i].name);
     if (unlisted.empty()) continue;
     n_unlisted += unlisted.size();
     out.add("IX011", Severity::error,

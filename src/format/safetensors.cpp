@@ -7,12 +7,14 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <unordered_set>
 
 #include <simdjson.h>
 
 #include "ckpt/json.h"
+#include "ckpt/name_index.h"
 #include "io/checked.h"
 #include "io/file.h"
 #include "io/limits.h"
@@ -117,13 +119,210 @@ std::string type_name(simdjson::dom::element e) {
 
 }  // namespace
 
+// What a Header's entries view: the header bytes, and unescaped copies of escaped strings.
+struct HeaderStorage {
+  std::unique_ptr<std::byte[]> bytes;
+  std::deque<std::string> owned;  // deque: elements never move, so views into them stay valid
+  std::string_view keep(std::string_view s) { return owned.emplace_back(s); }
+};
+
+namespace {
+
+// The common case, scanned in one pass with no tree and no allocation per tensor: a header whose
+// strings carry no escapes, whose entries hold exactly dtype, shape and data_offsets with plain
+// non-negative integers and a known dtype, and whose __metadata__ maps strings to strings.
+// Anything else returns false and the caller takes the general (simdjson DOM) path, which
+// reports every irregularity; on what both accept they produce the same entries.
+class FastHeaderScanner {
+ public:
+  FastHeaderScanner(std::string_view text, Header& h) : p_(text.data()), end_(text.data() + text.size()), h_(h) {}
+
+  bool run() {
+    ws();
+    if (!eat('{')) return false;
+    ws();
+    if (eat('}')) return tail();
+    h_.tensors.reserve(static_cast<size_t>(end_ - p_) / 96 + 1);
+    for (;;) {
+      std::string_view key;
+      if (!string(key)) return false;
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      if (key == "__metadata__") {
+        if (saw_metadata_ || !metadata()) return false;
+        saw_metadata_ = true;
+      } else if (!entry(key)) {
+        return false;
+      }
+      ws();
+      if (eat(',')) {
+        ws();
+        continue;
+      }
+      if (!eat('}')) return false;
+      return tail() && unique_names();
+    }
+  }
+
+ private:
+  bool tail() {
+    ws();
+    return p_ == end_;
+  }
+  void ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool eat(char c) {
+    if (p_ < end_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  // A string without escapes or control characters (UTF-8 was validated by the caller).
+  bool string(std::string_view& out) {
+    if (!eat('"')) return false;
+    const char* b = p_;
+    while (p_ < end_) {
+      unsigned char c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        out = std::string_view(b, static_cast<size_t>(p_ - b));
+        ++p_;
+        return true;
+      }
+      if (c == '\\' || c < 0x20) return false;
+      ++p_;
+    }
+    return false;
+  }
+  bool number(uint64_t& out) {
+    if (p_ >= end_ || *p_ < '0' || *p_ > '9') return false;
+    if (*p_ == '0' && p_ + 1 < end_ && p_[1] >= '0' && p_[1] <= '9') return false;  // leading zero
+    uint64_t v = 0;
+    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') {
+      uint64_t d = static_cast<uint64_t>(*p_ - '0');
+      if (v > (UINT64_MAX - d) / 10) return false;  // beyond u64: the general path decides
+      v = v * 10 + d;
+      ++p_;
+    }
+    if (p_ < end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    out = v;
+    return true;
+  }
+  bool metadata() {
+    if (!eat('{')) return false;
+    ws();
+    if (eat('}')) return true;
+    for (;;) {
+      std::string_view k, v;
+      if (!string(k)) return false;
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      if (!string(v)) return false;
+      for (const auto& [seen, _] : h_.metadata)
+        if (seen == k) return false;  // duplicate metadata key: the general path reports it
+      h_.metadata.emplace_back(std::string(k), std::string(v));
+      ws();
+      if (eat(',')) {
+        ws();
+        continue;
+      }
+      return eat('}');
+    }
+  }
+  bool entry(std::string_view name) {
+    if (!eat('{')) return false;
+    TensorEntry t;
+    t.name = name;
+    t.name_hash = hash_name(name);
+    bool have_dt = false, have_shape = false, have_offs = false;
+    ws();
+    for (;;) {
+      std::string_view field;
+      if (!string(field)) return false;
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      if (field == "dtype" && !have_dt) {
+        if (!string(t.dtype_name)) return false;
+        auto d = dtype_from_name(t.dtype_name);
+        if (!d) return false;
+        t.dtype = *d;
+        have_dt = true;
+      } else if (field == "shape" && !have_shape) {
+        if (!eat('[')) return false;
+        ws();
+        if (!eat(']')) {
+          for (;;) {
+            uint64_t v;
+            if (!number(v) || t.shape.size() >= limits::kMaxTensorRank) return false;
+            t.shape.push_back(v);
+            ws();
+            if (eat(',')) {
+              ws();
+              continue;
+            }
+            if (!eat(']')) return false;
+            break;
+          }
+        }
+        have_shape = true;
+      } else if (field == "data_offsets" && !have_offs) {
+        if (!eat('[')) return false;
+        ws();
+        if (!number(t.begin)) return false;
+        ws();
+        if (!eat(',')) return false;
+        ws();
+        if (!number(t.end)) return false;
+        ws();
+        if (!eat(']')) return false;
+        have_offs = true;
+      } else {
+        return false;  // an unknown or repeated field
+      }
+      ws();
+      if (eat(',')) {
+        ws();
+        continue;
+      }
+      if (!eat('}')) return false;
+      break;
+    }
+    if (!have_dt || !have_shape || !have_offs) return false;
+    h_.tensors.push_back(std::move(t));
+    return true;
+  }
+  bool unique_names() {
+    NameIndex seen;
+    seen.reset(h_.tensors.size());
+    auto name_at = [this](uint32_t i) { return h_.tensors[i].name; };
+    for (uint32_t i = 0; i < h_.tensors.size(); ++i) {
+      TensorEntry& t = h_.tensors[i];
+      t.name_hash = hash_name(t.name);
+      if (seen.insert(t.name, t.name_hash, i, name_at) != i) return false;
+    }
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+  Header& h_;
+  bool saw_metadata_ = false;
+};
+
+}  // namespace
+
 // `padded`: the bytes after prefix.end() are readable padding (SIMDJSON_PADDING of them),
 // so simdjson can parse in place without a copy.
-static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t file_size) {
+static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t file_size,
+                                  std::shared_ptr<HeaderStorage> storage) {
   Header h;
   h.file_size = file_size;
-  auto problem = [&](Rule r, std::string detail, uint64_t offset = 0, std::string tensor = {}) {
-    h.problems.push_back(Problem{r, std::move(tensor), std::move(detail), offset});
+  auto problem = [&](Rule r, std::string detail, uint64_t offset = 0, std::string_view tensor = {}) {
+    h.problems.push_back(Problem{r, std::string(tensor), std::move(detail), offset});
   };
   if (file_size < 8 || prefix.size() < 8) {
     problem(Rule::HeaderTooSmall,
@@ -158,6 +357,17 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
   if (first > 0 && first < text.size() && text[first] == '{')
     problem(Rule::LeadingWhitespace,
             std::to_string(first) + " whitespace byte(s) before the opening '{' of the header", 8);
+
+  if (simdjson::validate_utf8(text.data(), text.size())) {
+    FastHeaderScanner fast(text, h);
+    if (fast.run()) {
+      h.parsed = true;
+      h.storage = std::move(storage);
+      return h;
+    }
+    h.tensors.clear();
+    h.metadata.clear();
+  }
 
   thread_local simdjson::dom::parser parser;
   simdjson::dom::element root;
@@ -205,14 +415,15 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
       }
       continue;
     }
-    std::string name(key);
+    std::string_view name = storage->keep(key);
     simdjson::dom::object entry;
     if (field.value.get_object().get(entry) != simdjson::SUCCESS) {
       problem(Rule::HeaderSchema, "entry is " + type_name(field.value) + "; an object with dtype, shape and data_offsets was expected", 8, name);
       continue;
     }
     TensorEntry t;
-    t.name = std::move(name);
+    t.name = name;
+    t.name_hash = hash_name(name);
     simdjson::dom::element dt, shape, offs;
     bool have_dt = false, have_shape = false, have_offs = false;
     for (auto f : entry) {  // one pass; later duplicates win, as in Python
@@ -233,7 +444,7 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
       problem(Rule::HeaderSchema, "dtype is " + type_name(dt) + "; a string such as \"BF16\" was expected", 8, t.name);
       continue;
     }
-    t.dtype_name = std::string(dts);
+    t.dtype_name = storage->keep(dts);
     simdjson::dom::array sarr, oarr;
     if (shape.get_array().get(sarr) != simdjson::SUCCESS) {
       problem(Rule::HeaderSchema, "shape is " + type_name(shape) + "; an array of non-negative integers was expected", 8, t.name);
@@ -268,18 +479,23 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
     if (auto d = dtype_from_name(t.dtype_name)) {
       t.dtype = *d;
     } else {
-      problem(Rule::UnknownDType, "dtype \"" + t.dtype_name + "\" is not defined by the safetensors format", 8, t.name);
+      problem(Rule::UnknownDType, "dtype \"" + std::string(t.dtype_name) + "\" is not defined by the safetensors format", 8,
+              std::string(t.name));
       t.dtype = DType::Unknown;
     }
     h.tensors.push_back(std::move(t));
   }
+  h.storage = std::move(storage);
   return h;
 }
 
 Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
-  std::vector<std::byte> buf(prefix.size() + simdjson::SIMDJSON_PADDING);
-  if (!prefix.empty()) std::memcpy(buf.data(), prefix.data(), prefix.size());
-  return parse_header_padded(std::span<const std::byte>(buf.data(), prefix.size()), file_size);
+  auto storage = std::make_shared<HeaderStorage>();
+  storage->bytes.reset(new std::byte[prefix.size() + simdjson::SIMDJSON_PADDING]);
+  std::memset(storage->bytes.get() + prefix.size(), 0, simdjson::SIMDJSON_PADDING);
+  if (!prefix.empty()) std::memcpy(storage->bytes.get(), prefix.data(), prefix.size());
+  std::span<const std::byte> copy(storage->bytes.get(), prefix.size());
+  return parse_header_padded(copy, file_size, std::move(storage));
 }
 
 Header read_header(const std::filesystem::path& path) {
@@ -304,16 +520,18 @@ Header read_header(const std::filesystem::path& path) {
   if (n > kMaxHeaderBytes || n + 8 > size) return parse_header(len_bytes, size);  // framing finding, no allocation
   // Read straight into a padded buffer (no zero-fill, no copy) so simdjson parses in place.
   const size_t len = static_cast<size_t>(8 + n);
-  std::unique_ptr<std::byte[]> buf(new std::byte[len + simdjson::SIMDJSON_PADDING]);
-  std::memset(buf.get() + len, 0, simdjson::SIMDJSON_PADDING);
-  got = f.read_at(0, buf.get(), len, &err);
+  auto storage = std::make_shared<HeaderStorage>();
+  storage->bytes.reset(new std::byte[len + simdjson::SIMDJSON_PADDING]);
+  std::byte* buf = storage->bytes.get();
+  std::memset(buf + len, 0, simdjson::SIMDJSON_PADDING);
+  got = f.read_at(0, buf, len, &err);
   if (got < 0) {
     h.file_size = size;
     h.problems.push_back(Problem{Rule::ReadFailed, {}, "read failed: " + err, 8});
     return h;
   }
-  if (static_cast<size_t>(got) < len) std::memset(buf.get() + got, 0, len - static_cast<size_t>(got));
-  return parse_header_padded(std::span<const std::byte>(buf.get(), static_cast<size_t>(got)), size);
+  if (static_cast<size_t>(got) < len) std::memset(buf + got, 0, len - static_cast<size_t>(got));
+  return parse_header_padded(std::span<const std::byte>(buf, static_cast<size_t>(got)), size, std::move(storage));
 }
 
 // ---- writer ------------------------------------------------------------------

@@ -6,6 +6,43 @@
 
 namespace ckpt {
 
+TensorTable::const_iterator TensorTable::find(std::string_view name, uint64_t hash) const {
+  uint32_t i = index_.find(name, hash, [this](uint32_t k) { return items_[k].first; });
+  return i == NameIndex::npos ? items_.end() : items_.begin() + i;
+}
+
+TensorTable::iterator TensorTable::find(std::string_view name, uint64_t hash) {
+  uint32_t i = index_.find(name, hash, [this](uint32_t k) { return items_[k].first; });
+  return i == NameIndex::npos ? items_.end() : items_.begin() + i;
+}
+
+const TensorLocs& TensorTable::at(std::string_view name) const {
+  auto it = find(name);
+  if (it == end()) throw std::out_of_range("no tensor named " + std::string(name));
+  return it->second;
+}
+
+void TensorTable::clear() {
+  items_.clear();
+  index_ = NameIndex();
+}
+
+void TensorTable::reserve(size_t n) {
+  items_.reserve(n);
+  index_.reset(std::max(n, items_.size()));
+  auto name_at = [this](uint32_t k) { return items_[k].first; };
+  for (uint32_t i = 0; i < items_.size(); ++i) index_.insert(items_[i].first, hash_name(items_[i].first), i, name_at);
+}
+
+TensorLocs& TensorTable::insert(std::string_view name, uint64_t hash) {
+  if (index_.empty() || 2 * (items_.size() + 1) > index_.capacity()) reserve(std::max<size_t>(16, 2 * items_.size()));
+  auto name_at = [this](uint32_t k) { return items_[k].first; };
+  uint32_t pos = static_cast<uint32_t>(items_.size());
+  uint32_t got = index_.insert(name, hash, pos, name_at);
+  if (got == pos) items_.emplace_back(name, TensorLocs{});
+  return items_[got].second;
+}
+
 const FileEntry* Checkpoint::file(std::string_view rel) const {
   if (file_by_rel_.size() == files.size()) {
     auto it = file_by_rel_.find(rel);
@@ -27,13 +64,14 @@ const Shard* Checkpoint::shard(std::string_view rel) const {
 }
 
 Checkpoint::WeightMap::const_iterator Checkpoint::WeightMap::find(std::string_view name) const {
+  auto name_at = [this](uint32_t i) { return items_[i].first; };
   if (!indexed_) {
-    by_name_.reserve(items_.size());
-    for (uint32_t i = 0; i < items_.size(); ++i) by_name_.emplace(items_[i].first, i);
+    by_name_.reset(items_.size());
+    for (uint32_t i = 0; i < items_.size(); ++i) by_name_.insert(items_[i].first, hash_name(items_[i].first), i, name_at);
     indexed_ = true;
   }
-  auto it = by_name_.find(name);
-  return it == by_name_.end() ? items_.end() : items_.begin() + it->second;
+  uint32_t i = by_name_.find(name, hash_name(name), name_at);
+  return i == NameIndex::npos ? items_.end() : items_.begin() + i;
 }
 
 const Checkpoint::WeightTensor& Checkpoint::WeightMap::at(std::string_view name) const {
@@ -71,21 +109,27 @@ void Checkpoint::finalize() {
   for (uint32_t si = 0; si < shards.size(); ++si) {
     const auto& ts = shards[si].header.tensors;
     for (uint32_t ei = 0; ei < ts.size(); ++ei) {
-      tensors_by_name[ts[ei].name].push_back({si, ei});
+      tensors_by_name.insert(ts[ei].name, ts[ei].name_hash).push_back({si, ei});
     }
   }
   auto& items = weights_.items_;
   items.clear();
-  weights_.by_name_.clear();
+  weights_.by_name_ = NameIndex();
   weights_.indexed_ = false;
+  index_positions_.clear();
   if (index && index->schema_error.empty() && !index->weight_map.empty()) {
     items.reserve(index->weight_map.size());
-    for (const auto& [name, file] : index->weight_map) {
-      auto it = tensors_by_name.find(name);
+    index_positions_.reserve(index->weight_map.size());
+    const bool hashed = index->name_hashes.size() == index->weight_map.size();
+    for (size_t k = 0; k < index->weight_map.size(); ++k) {
+      const auto& [name, file] = index->weight_map[k];
+      auto it = tensors_by_name.find(name, hashed ? index->name_hashes[k] : hash_name(name));
+      index_positions_.push_back(it == tensors_by_name.end() ? NameIndex::npos
+                                                             : static_cast<uint32_t>(it - tensors_by_name.begin()));
       if (it == tensors_by_name.end()) continue;
       TensorLocs& locs = it->second;
       if (locs.claimed) {  // the index lists this name twice (Python's json keeps the last entry)
-        index->json.duplicates.push_back({"/weight_map", name});
+        index->json.duplicates.push_back({"/weight_map", std::string(name)});
         continue;
       }
       locs.claimed = true;
@@ -99,7 +143,7 @@ void Checkpoint::finalize() {
     for (uint32_t si = 0; si < shards.size(); ++si)
       for (uint32_t ei = 0; ei < shards[si].header.tensors.size(); ++ei) {
         const auto& t = shards[si].header.tensors[ei];
-        const TensorLocs& locs = tensors_by_name.find(t.name)->second;
+        const TensorLocs& locs = tensors_by_name.find(t.name, t.name_hash)->second;
         if (locs.front().shard != si || locs.front().entry != ei) continue;  // first copy wins
         items.emplace_back(t.name, WeightTensor{&t, &shards[si]});
       }

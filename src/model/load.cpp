@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <set>
 #include <thread>
@@ -54,13 +55,252 @@ void parse_json_file(const fs::path& abs, const std::string& rel, JsonFile& out)
 
 // The index can hold ~100k entries: read weight_map straight from simdjson instead of
 // building a json::Value (only the small metadata object is kept as a value).
+// What a ShardIndex's weight_map views: the file's text and unescaped copies.
+struct IndexStorage {
+  std::string text;
+  std::deque<std::string> owned;  // deque: elements never move, so views into them stay valid
+  std::string_view keep(std::string_view s) { return owned.emplace_back(s); }
+};
+
+// One pass over a regular index: strings in weight_map without escapes (views into the text, no
+// copies), other values skipped with full JSON validation. Returns false on anything it does
+// not handle (escapes in weight_map, a repeated top-level key, invalid JSON, nesting deeper
+// than 64); the caller then takes the general simdjson path, which also locates errors.
+class FastIndexScanner {
+ public:
+  FastIndexScanner(std::string_view text, ShardIndex& idx) : p_(text.data()), end_(text.data() + text.size()), idx_(idx) {}
+
+  bool run() {
+    ws();
+    if (!eat('{')) return false;
+    ws();
+    bool saw_meta = false, saw_wm = false;
+    if (!eat('}')) {
+      for (;;) {
+        std::string_view key;
+        if (!plain_string(key)) return false;
+        ws();
+        if (!eat(':')) return false;
+        ws();
+        if (key == "weight_map") {
+          if (saw_wm || !weight_map()) return false;
+          saw_wm = true;
+        } else if (key == "metadata") {
+          if (saw_meta) return false;
+          saw_meta = true;
+          metadata_begin_ = p_;
+          if (!skip_value(0)) return false;
+          metadata_end_ = p_;
+        } else if (!skip_value(0)) {
+          return false;
+        }
+        ws();
+        if (eat(',')) {
+          ws();
+          continue;
+        }
+        if (!eat('}')) return false;
+        break;
+      }
+    }
+    ws();
+    if (p_ != end_) return false;
+    if (!saw_wm) {
+      idx_.weight_map.clear();
+      idx_.schema_error = "the index has no \"weight_map\"";
+    }
+    return true;
+  }
+  std::string_view metadata() const {
+    return metadata_begin_ ? std::string_view(metadata_begin_, static_cast<size_t>(metadata_end_ - metadata_begin_))
+                           : std::string_view();
+  }
+
+ private:
+  void ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool eat(char c) {
+    if (p_ < end_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  bool plain_string(std::string_view& out) {
+    if (!eat('"')) return false;
+    const char* s = p_;
+    while (p_ < end_) {
+      unsigned char c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        out = std::string_view(s, static_cast<size_t>(p_ - s));
+        ++p_;
+        return true;
+      }
+      if (c == '\\' || c < 0x20) return false;
+      ++p_;
+    }
+    return false;
+  }
+  static bool hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+  bool any_string() {
+    if (!eat('"')) return false;
+    while (p_ < end_) {
+      unsigned char c = static_cast<unsigned char>(*p_++);
+      if (c == '"') return true;
+      if (c < 0x20) return false;
+      if (c == '\\') {
+        if (p_ >= end_) return false;
+        char e = *p_++;
+        if (e == 'u') {
+          if (end_ - p_ < 4 || !hex(p_[0]) || !hex(p_[1]) || !hex(p_[2]) || !hex(p_[3])) return false;
+          p_ += 4;
+        } else if (!std::strchr("\"\\/bfnrt", e) || e == '\0') {
+          return false;
+        }
+      }
+    }
+    return false;
+  }
+  bool digits() {
+    const char* s = p_;
+    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+    return p_ > s;
+  }
+  bool number() {
+    eat('-');
+    if (eat('0')) {
+      if (p_ < end_ && *p_ >= '0' && *p_ <= '9') return false;
+    } else if (!digits()) {
+      return false;
+    }
+    if (eat('.') && !digits()) return false;
+    if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
+      ++p_;
+      if (!eat('+')) eat('-');
+      if (!digits()) return false;
+    }
+    return true;
+  }
+  bool literal(std::string_view w) {
+    if (static_cast<size_t>(end_ - p_) < w.size() || std::string_view(p_, w.size()) != w) return false;
+    p_ += w.size();
+    return true;
+  }
+  bool skip_value(int depth) {
+    if (p_ >= end_ || depth > 64) return false;
+    switch (*p_) {
+      case '"': return any_string();
+      case 't': return literal("true");
+      case 'f': return literal("false");
+      case 'n': return literal("null");
+      case '[': {
+        ++p_;
+        ws();
+        if (eat(']')) return true;
+        for (;;) {
+          if (!skip_value(depth + 1)) return false;
+          ws();
+          if (eat(',')) {
+            ws();
+            continue;
+          }
+          return eat(']');
+        }
+      }
+      case '{': {
+        ++p_;
+        ws();
+        if (eat('}')) return true;
+        for (;;) {
+          if (!any_string()) return false;
+          ws();
+          if (!eat(':')) return false;
+          ws();
+          if (!skip_value(depth + 1)) return false;
+          ws();
+          if (eat(',')) {
+            ws();
+            continue;
+          }
+          return eat('}');
+        }
+      }
+      default: return number();
+    }
+  }
+  bool weight_map() {
+    if (p_ >= end_ || *p_ != '{') {  // not an object: the general path reports what it is
+      return false;
+    }
+    ++p_;
+    ws();
+    idx_.weight_map.reserve(static_cast<size_t>(end_ - p_) / 80 + 1);
+    if (eat('}')) return true;
+    for (;;) {
+      std::string_view k, v;
+      if (!plain_string(k)) return false;
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      if (!plain_string(v)) return false;
+      idx_.weight_map.emplace_back(k, v);
+      ws();
+      if (eat(',')) {
+        ws();
+        continue;
+      }
+      return eat('}');
+    }
+  }
+
+  const char* p_;
+  const char* end_;
+  ShardIndex& idx_;
+  const char* metadata_begin_ = nullptr;
+  const char* metadata_end_ = nullptr;
+};
+
+// total_size as the general path reads it: a non-negative integer, or an integral double.
+void read_total_size(simdjson::dom::element meta, ShardIndex& idx) {
+  simdjson::dom::element ts;
+  if (!meta.is_object() || meta["total_size"].get(ts) != simdjson::SUCCESS) return;
+  uint64_t u;
+  int64_t i;
+  double d;
+  if (ts.get_uint64().get(u) == simdjson::SUCCESS) idx.total_size = u;
+  else if (ts.get_int64().get(i) == simdjson::SUCCESS && i >= 0) idx.total_size = static_cast<uint64_t>(i);
+  else if (ts.get_double().get(d) == simdjson::SUCCESS && d >= 0 && d < 1.8e19 &&
+           d == static_cast<double>(static_cast<uint64_t>(d)))
+    idx.total_size = static_cast<uint64_t>(d);
+}
+
 void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
   idx.json.file = rel;
   idx.json.present = true;
-  std::string text;
-  if (auto e = io::read_file(abs, limits::kMaxSideJsonBytes, text); !e.empty()) {
+  auto storage = std::make_shared<IndexStorage>();
+  const std::string& text = storage->text;
+  if (auto e = io::read_file(abs, limits::kMaxSideJsonBytes, storage->text); !e.empty()) {
     idx.json.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
     return;
+  }
+  if (simdjson::validate_utf8(text.data(), text.size())) {
+    FastIndexScanner fast(text, idx);
+    if (fast.run()) {
+      if (!fast.metadata().empty()) {
+        auto r = json::parse(fast.metadata(), limits::kMaxJsonDepth);
+        if (r.ok()) idx.json.value = json::Value(json::Object{{"metadata", r.value}});
+        simdjson::dom::parser small;
+        simdjson::dom::element meta;
+        if (small.parse(simdjson::padded_string(fast.metadata())).get(meta) == simdjson::SUCCESS) read_total_size(meta, idx);
+      }
+      idx.name_hashes.reserve(idx.weight_map.size());
+      for (const auto& [name, file] : idx.weight_map) idx.name_hashes.push_back(hash_name(name));
+      idx.storage = std::move(storage);
+      return;
+    }
+    idx.weight_map.clear();
+    idx.schema_error.clear();
   }
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
@@ -79,17 +319,7 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
   if (obj["metadata"].get(meta) == simdjson::SUCCESS) {
     auto r = json::parse(simdjson::minify(meta), limits::kMaxJsonDepth);
     if (r.ok()) idx.json.value = json::Value(json::Object{{"metadata", r.value}});
-    simdjson::dom::element ts;
-    if (meta.is_object() && meta["total_size"].get(ts) == simdjson::SUCCESS) {
-      uint64_t u;
-      int64_t i;
-      double d;
-      if (ts.get_uint64().get(u) == simdjson::SUCCESS) idx.total_size = u;
-      else if (ts.get_int64().get(i) == simdjson::SUCCESS && i >= 0) idx.total_size = static_cast<uint64_t>(i);
-      else if (ts.get_double().get(d) == simdjson::SUCCESS && d >= 0 && d < 1.8e19 &&
-               d == static_cast<double>(static_cast<uint64_t>(d)))
-        idx.total_size = static_cast<uint64_t>(d);
-    }
+    read_total_size(meta, idx);
   }
   simdjson::dom::element wm_el;
   if (obj["weight_map"].get(wm_el) != simdjson::SUCCESS) {
@@ -110,8 +340,9 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
       idx.weight_map.clear();
       return;
     }
-    idx.weight_map.emplace_back(std::string(field.key), std::string(file));
+    idx.weight_map.emplace_back(storage->keep(field.key), storage->keep(file));
   }
+  idx.storage = std::move(storage);
 }
 
 struct Walker {
@@ -446,7 +677,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     for (const auto& [name, file] : ck.index->weight_map) {
       if (file.find('/') == std::string::npos || !is_safe_relative_path(file)) continue;
       const FileEntry* f = ck.file(file);
-      if (!f || !f->readable() || !parsed.insert(file).second) continue;
+      if (!f || !f->readable() || !parsed.emplace(file).second) continue;
       Shard sh;
       sh.file = f->rel;
       sh.header = st::read_header(f->abs);

@@ -376,7 +376,7 @@ TEST(ix_corpus, traversal_cases_are_IX008_and_never_opened) {
     auto all = run_checks(ck);
     const Finding* f = find(all, "IX008", kIdx, "w");
     ASSERT_NE(f, nullptr) << dump(all);
-    EXPECT_TRUE(contains(f->message, ck.index->weight_map[0].second)) << f->message;
+    EXPECT_TRUE(contains(f->message, std::string(ck.index->weight_map[0].second))) << f->message;
   }
 }
 

@@ -1,0 +1,77 @@
+// A flat, open-addressing index from names to positions in a caller's array. Built for the
+// 100k-name tables of large checkpoints: one 8-byte slot per bucket (a hash tag and the
+// position), no per-name allocation, one cache line per probe.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace ckpt {
+
+inline uint64_t hash_name(std::string_view s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * 0xff51afd7ed558ccdull);
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, s.data() + i, s.size() - i);
+  h = (h ^ w) * 0x94d049bb133111ebull;
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 32);
+}
+
+class NameIndex {
+ public:
+  static constexpr uint32_t npos = UINT32_MAX;
+
+  // Prepares for up to n names (keeps the load factor at or below 1/2).
+  void reset(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    slots_.assign(cap, Slot{0, npos});
+    mask_ = cap - 1;
+  }
+  bool empty() const { return slots_.empty(); }
+  size_t capacity() const { return slots_.size(); }
+
+  // The position stored for `name`, or npos. `name_at(pos)` returns the name at a position.
+  template <class NameAt>
+  uint32_t find(std::string_view name, uint64_t hash, const NameAt& name_at) const {
+    if (slots_.empty()) return npos;
+    const uint32_t tag = static_cast<uint32_t>(hash >> 32);
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.pos == npos) return npos;
+      if (s.tag == tag && name_at(s.pos) == name) return s.pos;
+    }
+  }
+  // Inserts `pos` for `name` unless the name is present; returns the position now stored.
+  template <class NameAt>
+  uint32_t insert(std::string_view name, uint64_t hash, uint32_t pos, const NameAt& name_at) {
+    const uint32_t tag = static_cast<uint32_t>(hash >> 32);
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.pos == npos) {
+        s = Slot{tag, pos};
+        return pos;
+      }
+      if (s.tag == tag && name_at(s.pos) == name) return s.pos;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t tag;
+    uint32_t pos;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
+}  // namespace ckpt
