@@ -1,7 +1,10 @@
 // template_bench: ckpt's Jinja engine against Python jinja2, both rendering the same real chat
 // templates in-process with the same context, timed in the same run.
 //
-//   template_bench [CORPUS_DIR] [--repeats N]
+//   template_bench [CORPUS_DIR] [--repeats N] [--ckpt-only] [--match SUBSTRING]
+//
+// --ckpt-only skips the jinja2 side (for profiling the engine: `perf record -g`); --match keeps
+// only the templates whose name contains SUBSTRING.
 //
 // For every corpus template that Python renders, each side reports the median time of one
 // render (templates compiled once, only rendering timed; jinja2 side: bench/template_bench.py).
@@ -13,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -92,9 +96,17 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   fs::path corpus = CKPT_BENCH_CORPUS_DIR;
   int repeats = 21;
+  bool ckpt_only = false;
+  std::string match;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--ckpt-only") ckpt_only = true;
+    else if (a == "--match" && i + 1 < argc) match = argv[++i];
+    else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "usage: template_bench [CORPUS_DIR] [--repeats N] [--ckpt-only] [--match SUBSTRING]\n");
+      return 2;
+    }
     else corpus = a;
   }
   setenv("TZ", "UTC", 1);
@@ -109,7 +121,7 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(list, line)) {
     auto v = json::parse(line).value;
-    if (auto t = v.get_string("template"); t && seen.insert(*t).second) names.push_back(*t);
+    if (auto t = v.get_string("template"); t && t->find(match) != std::string::npos && seen.insert(*t).second) names.push_back(*t);
   }
   // The context: the stored "system" conversation (system + user + assistant) with a tools list.
   json::Value contexts = json::parse(read_text(corpus / "template-cases/probe/contexts.json")).value;
@@ -119,7 +131,7 @@ int main(int argc, char** argv) {
   for (auto& n : names) templates.emplace_back(n, read_text(corpus / "templates" / n));
   json::Value req = json::Object{{"templates", json::Value(templates)}, {"context", ctx}, {"repeats", int64_t(repeats)}};
   std::string script = std::string(CKPT_BENCH_SOURCE_DIR) + "/bench/template_bench.py";
-  std::string py_out = run_with_stdin({"python3", script}, req.dump());
+  std::string py_out = ckpt_only ? std::string("{}") : run_with_stdin({"python3", script}, req.dump());
   auto py = json::parse(py_out);
   if (py_out.empty() || !py.ok()) {
     std::fprintf(stderr, "template_bench: the jinja2 side failed (python3 with jinja2 3.1.x needed)\n");
@@ -133,7 +145,7 @@ int main(int argc, char** argv) {
   size_t count = 0;
   std::printf("%-70s %12s %12s %8s\n", "template", "ckpt us", "jinja2 us", "ratio");
   for (auto& [name, text] : templates) {
-    auto pm = py.value.get_number(name);
+    auto pm = ckpt_only ? std::optional<double>(0.0) : py.value.get_number(name);
     if (!pm) continue;  // Python raises on this template/context
     jinja::Error err;
     auto t = jinja::Template::parse(text.as_string(), name, opts, &err);
@@ -159,6 +171,11 @@ int main(int argc, char** argv) {
     std::printf("%-70s %12.2f %12.2f %8.1f\n", name.c_str(), mc * 1e6, *pm * 1e6, *pm / mc);
   }
   if (!count) return 2;
+  if (ckpt_only) {
+    std::printf("\ntemplates: %zu (context: 'system' conversation, %d repeats, medians)\n", count, repeats);
+    std::printf("sum of median render times: ckpt %.3f ms\n", sum_ckpt * 1e3);
+    return 0;
+  }
   std::printf("\ntemplates: %zu (context: 'system' conversation, %d repeats, medians)\n", count, repeats);
   std::printf("sum of median render times: ckpt %.3f ms, jinja2 %.3f ms -> %.1fx faster\n", sum_ckpt * 1e3, sum_py * 1e3, sum_py / sum_ckpt);
   std::printf("per-template speed-up: median %.1fx, min %.1fx, max %.1fx\n", median(ratios), *std::min_element(ratios.begin(), ratios.end()),
