@@ -1043,6 +1043,7 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
         m->name = st->macro->name;
         m->def = st->macro;
         m->closure = f;
+        cyclic_.push_back(m);
         Value v;
         v.k = K::Func;
         v.o = std::move(m);
@@ -1054,6 +1055,7 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
         m->name = "caller";
         m->def = st->macro;
         m->closure = f;
+        cyclic_.push_back(m);
         Value cv;
         cv.k = K::Func;
         cv.o = std::move(m);
@@ -1126,6 +1128,7 @@ Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, std::shared_ptr<
     return Flow::Normal;
   }
   auto lo = std::make_shared<LoopObj>();
+  cyclic_.push_back(lo);
   lo->items = const_cast<std::vector<Value>*>(&items);
   lo->depth0 = depth0;
   if (st->recursive) {
@@ -1251,6 +1254,7 @@ void Interp::install_globals() {
   }));
   globals_.emplace_back("namespace", make_builtin("namespace", [](Interp& in, CallArgs& a) -> Value {
     auto ns = std::make_shared<NSObj>();
+    in.cyclic_.push_back(ns);
     for (auto& p : a.pos) {
       if (p.k != K::Dict) in.fail("TypeError", "namespace() positional argument must be a mapping");
       for (auto& [k, v] : p.d().v) ns->attrs.emplace_back(py_str(k), v);
@@ -1313,6 +1317,19 @@ Interp::Interp(const Parsed& p, const Options& o) : parsed_(p), opts_(o) {
     install_globals();
     shared_globals() = std::move(globals_);
   });
+}
+
+Interp::~Interp() {
+  for (auto& w : cyclic_) {
+    std::shared_ptr<Obj> o = w.lock();
+    if (!o) continue;
+    if (auto* m = dynamic_cast<MacroObj*>(o.get())) m->closure.reset();
+    else if (auto* n = dynamic_cast<NSObj*>(o.get())) n->attrs.clear();
+    else if (auto* l = dynamic_cast<LoopObj*>(o.get())) {
+      l->last_changed = Value();
+      l->outer.reset();
+    }
+  }
 }
 
 std::string Interp::run(const Value& ctx) {

@@ -30,6 +30,7 @@ struct MacroObj;
 class Interp {
  public:
   Interp(const Parsed& p, const Options& o);
+  ~Interp();
   std::string run(const Value& ctx);
 
   enum class Flow { Normal, Break, Continue };
@@ -88,6 +89,10 @@ class Interp {
   uint32_t cur_pos_ = 0;
   std::vector<std::pair<std::string, Value>> globals_;
   std::vector<std::pair<uint32_t, std::string>> fragments_hit_;
+  // Objects that can close a reference cycle (macros hold their defining frame, namespaces
+  // and loops hold values assigned after their creation); their references are dropped
+  // when the render ends, so cycles among them are freed.
+  std::vector<std::weak_ptr<Obj>> cyclic_;
 
   int64_t as_int_arg(const Value& v);
   static std::string split_join_ws(const std::string& s);

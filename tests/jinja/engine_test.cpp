@@ -204,6 +204,54 @@ TEST(JinjaEngine, HostileBytesNeverCrash) {
   }
 }
 
+// Templates whose values form reference cycles: a macro holds the frame it was defined in,
+// which holds the macro; namespaces and loop objects hold values assigned after they were
+// created. The engine must free all of it when the render ends, also when the render fails.
+// Outside a sanitizer build this checks the outputs; under LeakSanitizer (CKPT_SANITIZE=ON)
+// the test process fails at exit if any of these cycles leaks again.
+TEST(JinjaEngine, ReferenceCyclesAreFreed) {
+  const char* ctx = R"({"tree": [{"n": "a", "kids": [{"n": "b", "kids": []}]}]})";
+  struct Case {
+    const char* tmpl;
+    const char* want;
+  } cases[] = {
+      // macro defined and called in a loop (its closure is the loop frame that holds it)
+      {"{% for i in range(3) %}{% macro m(x) %}{{ x }}{{ i }}{% endmacro %}{{ m(i) }}{% endfor %}", "001122"},
+      // macro defined inside a macro
+      {"{% macro outer(n) %}{% macro inner() %}<{{ n }}>{% endmacro %}{{ inner() }}{% endmacro %}{{ outer(1) }}{{ outer(2) }}", "<1><2>"},
+      // namespace captured in a macro and holding that macro, inside another macro's frame
+      {"{% macro outer() %}{% set ns = namespace(v=1) %}{% macro get() %}{{ ns.v }}{% endmacro %}{% set ns.get = get %}"
+       "{% set ns.v = 2 %}{{ ns.get() }}{% endmacro %}{{ outer() }}",
+       "2"},
+      // a namespace holding itself, at the top level
+      {"{% set ns = namespace() %}{% set ns.me = ns %}{% set ns.x = 3 %}{{ ns.me.me.x }}", "3"},
+      // recursive macro, defined in a loop
+      {"{% for k in [3] %}{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(k) }}{% endfor %}", "321"},
+      // caller: the call block's macro is created per iteration in the loop frame
+      {"{% macro wrap() %}[{{ caller() }}]{% endmacro %}{% for i in range(2) %}{% call wrap() %}{{ i }}{% endcall %}{% endfor %}", "[0][1]"},
+      // a caller stored where it can reach itself
+      {"{% set ns = namespace() %}{% macro keep() %}{% set ns.c = caller %}{{ caller() }}{% endmacro %}"
+       "{% call keep() %}c{% endcall %}{{ ns.c() }}",
+       "cc"},
+      // loop.changed() remembering the loop object itself
+      {"{% for x in [1, 2] %}{{ loop.changed(loop) }}{% endfor %}", "TrueFalse"},
+      // recursive loop
+      {"{% for t in tree recursive %}{{ t.n }}{{ loop(t.kids) }}{% endfor %}", "ab"},
+      // cycles left behind by a render that fails
+      {"{% macro m() %}{% endmacro %}{% set ns = namespace() %}{% set ns.m = m %}{{ raise_exception('stop') }}", nullptr},
+      {"{% for i in range(2) %}{% macro m() %}{% endmacro %}{{ i }}{{ undefined_thing.x }}{% endfor %}", nullptr},
+  };
+  for (auto& c : cases) {
+    auto r = R(c.tmpl, ctx);
+    if (c.want) {
+      ASSERT_TRUE(r.ok()) << c.tmpl << " -> " << r.error->format();
+      EXPECT_EQ(r.output, c.want) << c.tmpl;
+    } else {
+      EXPECT_FALSE(r.ok()) << c.tmpl;
+    }
+  }
+}
+
 TEST(JinjaProbes, DiscoveryOrderAndSpecialTokens) {
   json::Value cfg = J(R"({"bos_token": {"__type": "AddedToken", "content": "<s>"}, "eos_token": "</s>", "pad_token": null,
                           "additional_special_tokens": ["<a>"], "chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})");
