@@ -11,6 +11,7 @@ Then N paired rounds alternate the two tools; reported: medians and their ratio.
 """
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -22,10 +23,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "..", "shared", "corpus", "configs")
 
 
+CPU = []  # CPU seconds (user + system) of each run, in order
+
+
 def run(cmd):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return time.perf_counter() - t0, p.returncode, p.stdout.decode(errors="replace")
+    dt = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
+    return dt, p.returncode, p.stdout.decode(errors="replace")
 
 
 def main():
@@ -63,7 +71,7 @@ def main():
         _, rc_p, _ = run(baseline + [clean])
         assert rc_c == 0 and rc_p == 0, "%s clean: ckpt exit %d, baseline exit %d\n%s" % (name, rc_c, rc_p, out[:2000])
         # Timing: paired rounds, alternating which tool goes first.
-        tc, tp = [], []
+        tc, tp, cc, cp = [], [], [], []
         run([ckpt, "verify", clean, "--format", "json"])  # warm the page cache
         for i in range(args.rounds):
             order = [("c", [ckpt, "verify", clean, "--format", "json"]), ("p", baseline + [clean])]
@@ -72,12 +80,15 @@ def main():
             for tag, cmd in order:
                 dt, _, _ = run(cmd)
                 (tc if tag == "c" else tp).append(dt)
+                (cc if tag == "c" else cp).append(CPU[-1])
         mc, mp = statistics.median(tc), statistics.median(tp)
-        rows.append((name, mc * 1000, mp * 1000, mp / mc, min(tc) * 1000))
-    print("\n| case | ckpt verify median | Python baseline median | ratio | ckpt best |")
-    print("|---|---|---|---|---|")
-    for name, c, p, r, best in rows:
-        print("| %s | %.1f ms | %.1f ms | %.1fx | %.1f ms |" % (name, c, p, r, best))
+        ucc, ucp = statistics.median(cc), statistics.median(cp)
+        rows.append((name, mc * 1000, mp * 1000, mp / mc, min(tc) * 1000, ucc * 1000, ucp * 1000, ucp / ucc))
+    print("\n| case | ckpt verify wall (median) | Python wall (median) | wall ratio | ckpt best wall "
+          "| ckpt CPU (median) | Python CPU (median) | CPU ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, c, p, r, best, uc, up, ur in rows:
+        print("| %s | %.1f ms | %.1f ms | %.1fx | %.1f ms | %.1f ms | %.1f ms | %.1fx |" % (name, c, p, r, best, uc, up, ur))
     print("\nrounds: %d paired; host: %d cores; load average %s" % (args.rounds, os.cpu_count(),
                                                                    open("/proc/loadavg").read().split()[0]))
     if not args.keep:
