@@ -189,10 +189,36 @@ static std::vector<std::string> split_sep(const std::string& s, const std::strin
   return rev;
 }
 
-static std::string replace_all(const std::string& s, const std::string& old, const std::string& neu, int64_t count) {
+// Saturating arithmetic for result sizes: a wrapped product must never slip under the budget.
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+static uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+// Parses a run of decimal digits (a format width or precision), saturating instead of
+// overflowing; the caller checks the value against the output budget.
+static int64_t parse_digits(const std::string& f, size_t& i) {
+  int64_t v = 0;
+  while (i < f.size() && std::isdigit((unsigned char)f[i])) {
+    int d = f[i++] - '0';
+    v = v > (INT64_MAX - d) / 10 ? INT64_MAX : v * 10 + d;
+  }
+  return v;
+}
+
+// str.replace; the result size is computed and checked against the budget before it is built.
+static std::string replace_all(Interp& in, const std::string& s, const std::string& old, const std::string& neu, int64_t count) {
   std::string out;
   if (old.empty()) {
     auto cps = decode_utf8(s);
+    uint64_t slots = uint64_t(cps.size()) + 1;
+    uint64_t ins = count < 0 ? slots : std::min<uint64_t>(slots, uint64_t(count));
+    uint64_t total = sat_add(s.size(), sat_mul(ins, neu.size()));
+    in.check_size(total);
+    out.reserve(total);
     int64_t done = 0;
     for (size_t i = 0; i <= cps.size(); ++i) {
       if (count < 0 || done < count) { out += neu; ++done; }
@@ -200,6 +226,9 @@ static std::string replace_all(const std::string& s, const std::string& old, con
     }
     return out;
   }
+  uint64_t hits = 0;
+  for (size_t p = s.find(old); p != std::string::npos && (count < 0 || hits < uint64_t(count)); p = s.find(old, p + old.size())) ++hits;
+  if (neu.size() > old.size()) in.check_size(sat_add(s.size(), sat_mul(hits, neu.size() - old.size())));
   size_t start = 0;
   int64_t done = 0;
   while (count < 0 || done < count) {
@@ -222,6 +251,19 @@ static Value str_list(std::vector<std::string> parts) {
 }
 
 // ------------------------------------------------------------------ str.format
+// printf("%.*f") without a fixed buffer: the length is checked against the budget first
+// (at most 310 integer digits for a finite double), then the exact text is formatted.
+static std::string fixed_float(Interp& in, double d, int64_t prec) {
+  in.check_size(sat_add(uint64_t(prec), 320));
+  if (prec > INT32_MAX - 512) in.fail("BudgetExceeded", "render stopped: float precision " + std::to_string(prec) + " exceeds the output budget");
+  int n = std::snprintf(nullptr, 0, "%.*f", int(prec), d);
+  if (n < 0) in.fail("ValueError", "cannot format float");
+  std::string r(size_t(n) + 1, '\0');
+  std::snprintf(r.data(), r.size(), "%.*f", int(prec), d);
+  r.resize(size_t(n));
+  return r;
+}
+
 static std::string format_spec(Interp& in, const Value& v, const std::string& spec) {
   if (spec.empty()) return py_str(v);
   // [[fill]align][sign][width][.precision][type]
@@ -233,21 +275,17 @@ static std::string format_spec(Interp& in, const Value& v, const std::string& sp
   else if (!spec.empty() && is_align(spec[0])) { align = spec[0]; i = 1; }
   bool zero = false;
   if (i < spec.size() && spec[i] == '0') { zero = true; ++i; }
-  int width = 0, prec = -1;
-  while (i < spec.size() && std::isdigit((unsigned char)spec[i])) width = width * 10 + (spec[i++] - '0');
+  int64_t width = parse_digits(spec, i), prec = -1;
   if (i < spec.size() && spec[i] == '.') {
-    prec = 0;
     ++i;
-    while (i < spec.size() && std::isdigit((unsigned char)spec[i])) prec = prec * 10 + (spec[i++] - '0');
+    prec = parse_digits(spec, i);
   }
   char type = i < spec.size() ? spec[i] : 0;
   std::string body;
   if (type == 'f' || type == 'F') {
     if (!v.is_num()) in.fail("ValueError", "Unknown format code 'f' for object of type '" + type_name(v) + "'");
     double d = v.k == K::Float ? v.f : double(v.k == K::Int ? v.i : v.b);
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "%.*f", prec < 0 ? 6 : prec, d);
-    body = buf;
+    body = fixed_float(in, d, prec < 0 ? 6 : prec);
   } else if (type == 'd') {
     if (v.k != K::Int && v.k != K::Bool) in.fail("ValueError", "Unknown format code 'd' for object of type '" + type_name(v) + "'");
     body = std::to_string(v.k == K::Int ? v.i : v.b);
@@ -255,19 +293,19 @@ static std::string format_spec(Interp& in, const Value& v, const std::string& sp
     body = py_str(v);
     if (prec >= 0 && v.k == K::Str) {
       auto cps = decode_utf8(body);
-      if (int(cps.size()) > prec) {
+      if (int64_t(cps.size()) > prec) {
         std::string t;
-        for (int k = 0; k < prec; ++k) append_utf8(t, cps[k]);
+        for (int64_t k = 0; k < prec; ++k) append_utf8(t, cps[k]);
         body = t;
       }
     }
   }
-  int pad = width - int(cp_len(body));
+  int64_t pad = width - int64_t(cp_len(body));
   if (pad > 0) {
     if (!align) align = (v.is_num() ? '>' : '<');
     if (zero && !align) fill = "0";
-    std::string f;
-    auto rep = [&](int n) { std::string r; for (int k = 0; k < n; ++k) r += fill; return r; };
+    in.check_size(sat_add(body.size(), sat_mul(uint64_t(pad), fill.size())));
+    auto rep = [&](int64_t n) { std::string r; r.reserve(size_t(n) * fill.size()); for (int64_t k = 0; k < n; ++k) r += fill; return r; };
     if (align == '<') body += rep(pad);
     else if (align == '>' || align == '=') body = rep(pad) + body;
     else body = rep(pad / 2) + body + rep(pad - pad / 2);
@@ -393,7 +431,7 @@ Value Interp::call_method(const Value& self, const std::string& name, CallArgs& 
     if (name == "replace") {
       if (a.pos.size() < 2) fail("TypeError", "replace expected at least 2 arguments");
       Value cnt = arg(a, 2, "count", Value::integer(-1));
-      std::string r = replace_all(s, need_str(a.pos[0], "replace() argument 1"), need_str(a.pos[1], "replace() argument 2"), cnt.k == K::Int ? cnt.i : -1);
+      std::string r = replace_all(*this, s, need_str(a.pos[0], "replace() argument 1"), need_str(a.pos[1], "replace() argument 2"), cnt.k == K::Int ? cnt.i : -1);
       return str_val(std::move(r));
     }
     if (name == "title") return str_val(py_title(s));
@@ -481,11 +519,12 @@ Value Interp::call_method(const Value& self, const std::string& name, CallArgs& 
       if (a.pos.empty()) fail("TypeError", name + "() takes at least 1 argument");
       int64_t w = as_int_arg(a.pos[0]);
       std::string fill = name == "zfill" ? "0" : (a.pos.size() > 1 ? need_str(a.pos[1], "fillchar") : " ");
+      if (cp_len(fill) != 1) fail("TypeError", "The fill character must be exactly one character long");
       int64_t len = int64_t(cp_len(s));
       if (w <= len) return self;
-      check_size(uint64_t(w) * fill.size());
       int64_t pad = w - len;
-      auto rep = [&](int64_t n) { std::string r; for (int64_t k = 0; k < n; ++k) r += fill; return r; };
+      check_size(sat_add(s.size(), sat_mul(uint64_t(pad), fill.size())));
+      auto rep = [&](int64_t n) { std::string r; r.reserve(size_t(n) * fill.size()); for (int64_t k = 0; k < n; ++k) r += fill; return r; };
       if (name == "ljust") return str_val(s + rep(pad));
       if (name == "rjust") return str_val(rep(pad) + s);
       if (name == "zfill") {
@@ -511,7 +550,14 @@ Value Interp::call_method(const Value& self, const std::string& name, CallArgs& 
       int64_t ts = a.pos.empty() ? 8 : as_int_arg(a.pos[0]);
       int64_t col = 0;
       for (uint32_t c : decode_utf8(s)) {
-        if (c == '\t') { if (ts > 0) { int64_t n = ts - col % ts; out += std::string(size_t(n), ' '); col += n; } }
+        if (c == '\t') {
+          if (ts > 0) {
+            int64_t n = ts - col % ts;
+            if (sat_add(out.size(), uint64_t(n)) > opts_.max_output) check_size(sat_add(out.size(), uint64_t(n)));
+            out.append(size_t(n), ' ');
+            col += n;
+          }
+        }
         else if (c == '\n' || c == '\r') { append_utf8(out, c); col = 0; }
         else { append_utf8(out, c); ++col; }
       }
@@ -964,7 +1010,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     Value neu = arg(a, 1, "new", none);
     Value cnt = arg(a, 2, "count", none);
     Value s = soft_str(v);
-    return str_val(replace_all(s.s(), py_str(old), py_str(neu), cnt.k == K::Int ? cnt.i : -1));
+    return str_val(replace_all(*this, s.s(), py_str(old), py_str(neu), cnt.k == K::Int ? cnt.i : -1));
   }
   if (n == "int") {
     Value dflt = arg(a, 0, "default", Value::integer(0));
@@ -1043,7 +1089,14 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     Value width = arg(a, 0, "width", Value::integer(4));
     bool first = truthy(arg(a, 1, "first", f_false));
     bool blank = truthy(arg(a, 2, "blank", f_false));
-    std::string ind = width.k == K::Str ? width.s() : std::string(size_t(std::max<int64_t>(0, std::min<int64_t>(as_int_arg(width), 1 << 20))), ' ');
+    std::string ind;
+    if (width.k == K::Str) {
+      ind = width.s();
+    } else {
+      int64_t w = std::max<int64_t>(0, as_int_arg(width));
+      check_size(uint64_t(w));
+      ind.assign(size_t(w), ' ');
+    }
     Value sv = soft_str(v);
     std::string s = sv.s() + "\n";
     std::vector<std::string> lines;
@@ -1054,6 +1107,12 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
         if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
         start = i + 1;
       }
+    // Size of the result, checked before it is built: each line, its newline, and one
+    // indent per line that gets one.
+    uint64_t n_ind = first ? 1 : 0;
+    for (size_t i = 1; i < lines.size(); ++i)
+      if (blank || !lines[i].empty()) ++n_ind;
+    check_size(sat_add(s.size(), sat_mul(n_ind, ind.size())));
     std::string rv;
     if (blank) {
       for (size_t i = 0; i < lines.size(); ++i) {
@@ -1094,8 +1153,9 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     Value lw = arg(a, 3, "leeway", none);
     int64_t leeway = lw.is_none() ? 5 : as_int_arg(lw);
     auto cps = decode_utf8(sv.s());
-    if (int64_t(cps.size()) <= len + leeway) return sv;
-    int64_t keep = std::max<int64_t>(0, len - int64_t(cp_len(end)));
+    // Python ints do not overflow: compare and subtract in 128 bits.
+    if (__int128(cps.size()) <= __int128(len) + leeway) return sv;
+    int64_t keep = int64_t(std::max<__int128>(0, __int128(len) - __int128(cp_len(end))));
     std::string head;
     for (int64_t i = 0; i < keep && i < int64_t(cps.size()); ++i) append_utf8(head, cps[i]);
     if (killwords) return str_val(head + end);
@@ -1131,6 +1191,14 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     auto items = iterate(v);
     std::vector<Value> out;
     if (cnt <= 0) fail("ValueError", "count must be positive");
+    // Budget the rows before building them (a Value is counted as 8 bytes, as for list `*`):
+    // batch pads its last row up to `cnt` items, slice always yields `cnt` rows.
+    if (n == "batch") {
+      uint64_t rem = items.size() % uint64_t(cnt);
+      if (!fill.is_none() && rem) check_size(sat_mul(sat_add(items.size(), uint64_t(cnt) - rem), 8));
+    } else {
+      check_size(sat_mul(sat_add(items.size(), uint64_t(cnt)), 8));
+    }
     if (n == "batch") {
       for (size_t i = 0; i < items.size(); i += size_t(cnt)) {
         std::vector<Value> row(items.begin() + i, items.begin() + std::min(items.size(), i + size_t(cnt)));
