@@ -343,3 +343,52 @@ TEST_F(HubTest, ListingThatContradictsTheMetadataFailsThatFile) {
   EXPECT_NE(fr->error.find("tree listing says"), std::string::npos) << fr->error;
   expect_not_published(kC1, file("config.json"));
 }
+
+TEST_F(HubTest, KeepAliveConnectionsAreReusedAcrossHeadGetAndErrors) {
+  // An HTTP/1.1 server that keeps connections open: HEADs (no body), 307s, error bodies and
+  // downloads share connections; a fault that breaks the framing closes one and is retried.
+  hub.keep_alive(true);
+  hub.enable_cdn();
+  hub.set_fault(kRepo, "model.safetensors", {FaultKind::status, 0, 0, 503, 1});
+  auto o = opts();
+  o.jobs = 1;
+  o.paths = {"config.json", "model.safetensors", "sub/dir/tokenizer.json", "missing.json"};
+  auto r = fetch(o);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(result_for(r, "missing.json")->kind, hub::ErrorKind::entry_not_found);
+  for (const auto& f : standard_files()) expect_published(kC1, f);
+  EXPECT_GT(hub.reused_requests(), 3);
+  hub.set_fault(kRepo, "model.safetensors", {FaultKind::truncate_after, 50 * 1024, 0, 500, 1});
+  fs::remove_all(repo_dir());
+  o.paths.pop_back();
+  auto r2 = fetch(o);
+  ASSERT_TRUE(r2.ok) << r2.error;
+  for (const auto& f : standard_files()) expect_published(kC1, f);
+}
+
+TEST_F(HubTest, RedirectOnlyOnTheGetStillDropsAuthorization) {
+  // The HEAD is answered by the hub (200 + X-Linked-*), the GET 302s to the CDN.
+  hub.enable_cdn();
+  hub.cdn_get_only(true);
+  auto r = fetch(opts());
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, file("model.safetensors"));
+  int cdn = 0;
+  for (const auto& l : hub.log())
+    if (l.server == "cdn") {
+      ++cdn;
+      EXPECT_EQ(l.authorization, "");
+    }
+  EXPECT_GE(cdn, 1);
+}
+
+TEST_F(HubTest, ContentEncodedRangedAnswersAreNotUsed) {
+  hub.add_commit(kRepo, kC1, with([](MockFile& f) { f.gzip_ranges = true; }));
+  const auto& f = file("model.safetensors");
+  write_text(repo_dir() / "blobs" / (MockHub::etag_of(f) + ".incomplete"), f.content.substr(0, 5000));
+  auto o = opts();
+  o.range_threshold = 64 * 1024;  // parts get encoded answers too: one stream, then from byte 0
+  auto r = fetch(o);
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, f);
+}

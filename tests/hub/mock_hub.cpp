@@ -313,45 +313,60 @@ bool MockHub::wait(int fd, double seconds) {
   return true;
 }
 
+// Per connection: whether this response may keep the connection open (keep_alive mode and a
+// cleanly framed answer). Faults that break the framing clear it.
+thread_local bool t_keep = false;
+
 void MockHub::handle(int fd, const std::string& name) {
   std::string buf;
   char tmp[4096];
-  while (buf.find("\r\n\r\n") == std::string::npos) {
-    if (buf.size() > 65536 || stopping_) return;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
-    if (n <= 0) return;
-    buf.append(tmp, static_cast<size_t>(n));
+  int served = 0;
+  while (true) {  // one request per connection unless keep_alive()
+    while (buf.find("\r\n\r\n") == std::string::npos) {
+      if (buf.size() > 65536 || stopping_) return;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+      if (n <= 0) return;
+      buf.append(tmp, static_cast<size_t>(n));
+    }
+    auto end = buf.find("\r\n\r\n");
+    std::string head = buf.substr(0, end);
+    buf.erase(0, end + 4);  // GET/HEAD carry no body: the rest is the next request
+    Request rq;
+    rq.server = name;
+    auto lines = split(head, '\n');
+    auto first = split(lines[0], ' ');
+    if (first.size() < 2) return;
+    rq.method = first[0];
+    rq.target = first[1];
+    auto q = rq.target.find('?');
+    rq.path = rq.target.substr(0, q);
+    rq.query = q == std::string::npos ? "" : rq.target.substr(q + 1);
+    for (size_t i = 1; i < lines.size(); ++i) {
+      auto l = lines[i];
+      if (!l.empty() && l.back() == '\r') l.pop_back();
+      auto c = l.find(':');
+      if (c == std::string::npos) continue;
+      std::string k = l.substr(0, c);
+      for (auto& ch : k) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      auto v = l.substr(c + 1);
+      while (!v.empty() && v.front() == ' ') v.erase(0, 1);
+      rq.headers[k] = v;
+    }
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      log_.push_back({name, rq.method, rq.target, rq.header("authorization"), rq.header("range")});
+      if (++served > 1) ++reused_;
+    }
+    t_keep = keep_alive_;
+    if (name == "cdn") route_cdn(fd, rq);
+    else route_hub(fd, rq);
+    if (!t_keep) return;
   }
-  Request rq;
-  rq.server = name;
-  auto lines = split(buf.substr(0, buf.find("\r\n\r\n")), '\n');
-  auto first = split(lines[0], ' ');
-  if (first.size() < 2) return;
-  rq.method = first[0];
-  rq.target = first[1];
-  auto q = rq.target.find('?');
-  rq.path = rq.target.substr(0, q);
-  rq.query = q == std::string::npos ? "" : rq.target.substr(q + 1);
-  for (size_t i = 1; i < lines.size(); ++i) {
-    auto l = lines[i];
-    if (!l.empty() && l.back() == '\r') l.pop_back();
-    auto c = l.find(':');
-    if (c == std::string::npos) continue;
-    std::string k = l.substr(0, c);
-    for (auto& ch : k) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    auto v = l.substr(c + 1);
-    while (!v.empty() && v.front() == ' ') v.erase(0, 1);
-    rq.headers[k] = v;
-  }
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    log_.push_back({name, rq.method, rq.target, rq.header("authorization"), rq.header("range")});
-  }
-  if (name == "cdn") route_cdn(fd, rq);
-  else route_hub(fd, rq);
 }
+
+const char* connection_header() { return t_keep ? "Connection: keep-alive\r\n" : "Connection: close\r\n"; }
 
 static void respond(int fd, int status, const std::vector<std::pair<std::string, std::string>>& headers,
                     const std::string& body_in, bool head = false, bool gzip = false) {
@@ -359,7 +374,7 @@ static void respond(int fd, int status, const std::vector<std::pair<std::string,
   std::string h = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
   for (const auto& [k, v] : headers) h += k + ": " + v + "\r\n";
   if (gzip) h += "Content-Encoding: gzip\r\n";
-  h += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  h += "Content-Length: " + std::to_string(body.size()) + "\r\n" + connection_header() + "\r\n";
   send_str(fd, h);
   if (!head) send_str(fd, body);
 }
@@ -537,7 +552,7 @@ void MockHub::route_hub(int fd, Request& rq) {
             "", head);
     return;
   }
-  if (copy.lfs && (cdn_fd_ >= 0 || same_host_lfs_) && !resolve_cache) {
+  if (copy.lfs && (cdn_fd_ >= 0 || same_host_lfs_) && !resolve_cache && !(cdn_get_only_ && head)) {
     // Fault on the metadata call happens here (HEAD), the body faults on the CDN.
     Fault fl;
     {
@@ -692,20 +707,23 @@ void MockHub::serve_file(int fd, Request& rq, const std::string& repo, const Moc
   if (f.disk_path.empty()) {
     body = f.content.substr(a, len);
     if (fl.kind == FaultKind::corrupt && fl.after >= a && fl.after < a + len) body[fl.after - a] ^= 0x5a;
-    if (f.gzip) {
+    if (f.gzip || (f.gzip_ranges && status == 206)) {
       body = gzip_stored(body);
       h.emplace_back("Content-Encoding", "gzip");
     }
   }
-  uint64_t claimed = f.gzip ? body.size() : len;
+  uint64_t claimed = f.gzip || (f.gzip_ranges && status == 206) ? body.size() : len;
   if (fl.kind == FaultKind::wrong_length) claimed = len + 1000;
   if (fl.kind == FaultKind::short_length) claimed = std::min<uint64_t>(len, fl.after);
   if (head && f.head_length) claimed = f.head_length;
+  bool clean = fl.kind == FaultKind::none || fl.kind == FaultKind::corrupt || fl.kind == FaultKind::headers_delay;
+  if (!clean || f.no_length) t_keep = false;
   std::string hd = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
   for (const auto& [k, v] : h) hd += k + ": " + v + "\r\n";
   if (f.chunked) hd += "Transfer-Encoding: chunked\r\n";
   else if (!f.no_length) hd += "Content-Length: " + std::to_string(claimed) + "\r\n";
-  hd += "Connection: close\r\n\r\n";
+  hd += connection_header();
+  hd += "\r\n";
   if (fl.kind == FaultKind::header_drip) {
     for (char c : hd)
       if (!send_all(fd, &c, 1) || !wait(fd, fl.seconds)) return;

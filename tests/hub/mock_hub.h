@@ -56,6 +56,7 @@ struct MockFile {
   bool chunked = false;        // Transfer-Encoding: chunked, no Content-Length
   bool no_length = false;      // no Content-Length: the body ends when the connection closes
   bool gzip = false;           // the whole body gzip-encoded (Range ignored, 200)
+  bool gzip_ranges = false;    // 206 answers gzip-encoded (CloudFront compressing a ranged answer)
   bool weak_etag = false;      // ETag: W/"<etag>" (and X-Linked-Etag the same)
   bool no_linked_size = false; // LFS without X-Linked-Size (size only from Content-Length)
   uint64_t head_length = 0;    // non-zero: the HEAD's Content-Length (X-Linked-Size stays true)
@@ -98,9 +99,19 @@ class MockHub {
   // LFS files: 302 to an absolute URL on the hub itself (/lfs/<etag>, opaque ETag, no hub headers)
   // instead of being served by /resolve directly; with enable_cdn() the CDN still wins.
   void same_host_lfs(bool on) { same_host_lfs_ = on; }
+  // With enable_cdn(): the HEAD of an LFS file is answered by the hub itself (200 with X-Linked-*),
+  // only the GET is redirected to the CDN.
+  void cdn_get_only(bool on) { cdn_get_only_ = on; }
   // Tree pages: relative Link URLs, each rel in its own Link header (a rel="prev" first).
   void tree_link_variants(bool on) { tree_link_variants_ = on; }
-  void break_tree_api(bool on) { break_tree_ = on; }  // 404 for /tree (clients fall back to siblings)
+  void break_tree_api(bool on) { break_tree_ = on; }
+  // HTTP/1.1 keep-alive: several requests per connection (faults that break framing still close).
+  void keep_alive(bool on) { keep_alive_ = on; }
+  // Requests served on connections that carried more than one (keep_alive mode).
+  int reused_requests() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return reused_;
+  }  // 404 for /tree (clients fall back to siblings)
   // Tree listing sizes off by one for this path (the HEAD stays right).
   void lie_in_tree(const std::string& path) { tree_lie_ = path; }
   void set_fault(const std::string& repo, const std::string& path, Fault f);
@@ -145,7 +156,8 @@ class MockHub {
   std::map<std::string, std::pair<std::string, std::string>> cdn_blobs_;  // etag -> repo, path
   size_t tree_page_size_ = 1000;
   std::atomic<bool> strip_commit_{false}, gzip_api_{false}, relative_redirects_{false}, same_host_lfs_{false},
-      tree_link_variants_{false}, break_tree_{false};
+      tree_link_variants_{false}, break_tree_{false}, keep_alive_{false}, cdn_get_only_{false};
+  int reused_ = 0;
   std::string tree_lie_;
   int hub_fd_ = -1, cdn_fd_ = -1;
   int hub_port_ = 0, cdn_port_ = 0;
