@@ -42,6 +42,9 @@ enum class ErrorKind {
   cancelled,
 };
 std::string_view error_kind_name(ErrorKind k);
+// The stable NET-family code of a failure kind ("NET008"; "" for none), printed on the
+// `::error::` lines of `ckpt fetch`. Table in docs/fetch.md; codes are never reused.
+std::string_view error_code(ErrorKind k);
 
 // Live progress, delivered from worker threads (the callback must be thread-safe).
 struct FileProgress {

@@ -80,6 +80,27 @@ std::string_view error_kind_name(ErrorKind k) {
   return "?";
 }
 
+std::string_view error_code(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::none: return "";
+    case ErrorKind::repo_not_found: return "NET001";
+    case ErrorKind::gated: return "NET002";
+    case ErrorKind::disabled: return "NET003";
+    case ErrorKind::unauthorized: return "NET004";
+    case ErrorKind::revision_not_found: return "NET005";
+    case ErrorKind::entry_not_found: return "NET006";
+    case ErrorKind::rate_limited: return "NET007";
+    case ErrorKind::network: return "NET008";
+    case ErrorKind::http: return "NET009";
+    case ErrorKind::protocol: return "NET010";
+    case ErrorKind::integrity: return "NET011";
+    case ErrorKind::io: return "NET012";
+    case ErrorKind::offline_missing: return "NET013";
+    case ErrorKind::cancelled: return "NET014";
+  }
+  return "";
+}
+
 static std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();

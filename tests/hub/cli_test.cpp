@@ -91,7 +91,9 @@ TEST_F(CliTest, FailureIsLoudWithBytesAndNonZeroExit) {
   auto r = fetch({"org/tiny", "--stall-bytes", "16"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("::error::ckpt fetch org/tiny: model.safetensors:"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("received 80 of " + std::to_string(tiny_safetensors().size()) + " bytes"), std::string::npos)
+  EXPECT_NE(r.err.find("received 80 of " + std::to_string(tiny_safetensors().size()) +
+                       " bytes; nothing published for it) [NET008 network]"),
+            std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(fs::symlink_status(tmp.path() / "hub/models--org--tiny/snapshots" / kCommit / "model.safetensors")));
 }
@@ -102,6 +104,7 @@ TEST_F(CliTest, SeveralReposEachReported) {
   EXPECT_NE(r.out.find("fetched org/tiny@main"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("::error::ckpt fetch org/missing: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("repository not found"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[NET001 repo-not-found]"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, UsageErrors) {

@@ -1,6 +1,8 @@
 // Pure helpers of the hub module, including hostile inputs.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "ckpt/hub.h"
 #include "hub/hash.h"
 #include "hub/http.h"
@@ -85,4 +87,13 @@ TEST(HubHash, GitBlobSha1AndSha256) {
 TEST(HubErrors, KindNamesAreDistinct) {
   EXPECT_EQ(error_kind_name(ErrorKind::gated), "gated");
   EXPECT_EQ(error_kind_name(ErrorKind::integrity), "integrity");
+  // NET codes are stable: a kind's code never changes and no two kinds share one.
+  EXPECT_EQ(error_code(ErrorKind::none), "");
+  EXPECT_EQ(error_code(ErrorKind::repo_not_found), "NET001");
+  EXPECT_EQ(error_code(ErrorKind::network), "NET008");
+  EXPECT_EQ(error_code(ErrorKind::integrity), "NET011");
+  EXPECT_EQ(error_code(ErrorKind::cancelled), "NET014");
+  std::set<std::string_view> seen;
+  for (int k = 1; k <= static_cast<int>(ErrorKind::cancelled); ++k)
+    EXPECT_TRUE(seen.insert(error_code(static_cast<ErrorKind>(k))).second) << k;
 }

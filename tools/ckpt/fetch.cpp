@@ -190,6 +190,12 @@ class Progress {
   std::thread thread_;
 };
 
+// "NET008 network": the stable code and the kind's name, closing every ::error:: line.
+std::string code(hub::ErrorKind k) {
+  if (k == hub::ErrorKind::none) k = hub::ErrorKind::network;
+  return std::string(hub::error_code(k)) + " " + std::string(hub::error_kind_name(k));
+}
+
 struct Job {
   hub::RepoSpec spec;
   std::vector<std::string> paths;
@@ -309,9 +315,9 @@ int run_fetch(int argc, char** argv) {
       if (!f.ok) {
         ++failed;
         std::string msg = f.error.rfind(f.path + ":", 0) == 0 ? f.error : f.path + ": " + f.error;
-        std::fprintf(stderr, "::error::ckpt fetch %s: %s (received %llu of %llu bytes; nothing published for it)\n",
+        std::fprintf(stderr, "::error::ckpt fetch %s: %s (received %llu of %llu bytes; nothing published for it) [%s]\n",
                      label.c_str(), msg.c_str(), static_cast<unsigned long long>(f.received),
-                     static_cast<unsigned long long>(f.expected));
+                     static_cast<unsigned long long>(f.expected), code(f.kind).c_str());
       } else if (f.cached && f.downloaded == 0) {
         ++cached;
       } else {
@@ -320,7 +326,7 @@ int run_fetch(int argc, char** argv) {
       bytes += f.expected;
     }
     if (!r.ok && r.files.empty()) {
-      std::fprintf(stderr, "::error::ckpt fetch %s: %s\n", label.c_str(), r.error.c_str());
+      std::fprintf(stderr, "::error::ckpt fetch %s: %s [%s]\n", label.c_str(), r.error.c_str(), code(r.kind).c_str());
       status = 1;
       continue;
     }
@@ -330,7 +336,7 @@ int run_fetch(int argc, char** argv) {
                 fetched, cached, failed, human(bytes).c_str(), human(r.bytes_downloaded).c_str(), r.seconds,
                 human(rate).c_str());
     if (!r.ok) {
-      std::fprintf(stderr, "::error::ckpt fetch %s: %s\n", label.c_str(), r.error.c_str());
+      std::fprintf(stderr, "::error::ckpt fetch %s: %s [%s]\n", label.c_str(), r.error.c_str(), code(r.kind).c_str());
       status = 1;
       continue;
     }
