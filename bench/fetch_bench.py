@@ -4,8 +4,10 @@
 Two workloads: one large file (default 1 GiB, sparse-backed on the server side) and a
 16-file repo (default 16 x 64 MiB). Runs are paired (curl and ckpt back to back, order
 alternating), each into a fresh output directory; the table reports medians and the
-throughput ratio ckpt/curl. ckpt's time includes its sha256 verification and atomic publish;
-curl only writes the bytes.
+throughput ratio ckpt/curl. ckpt's time includes its sha256 verification, the fdatasync of
+every blob before it is published (rows with --no-fsync leave that out) and the atomic publish;
+curl only writes the bytes. The load average is printed before and after: on a shared machine
+it decides more than the client does.
 
 usage: bench/fetch_bench.py [--build build-hub] [--runs 5] [--big-mib 1024] [--files 16] [--file-mib 64]
 """
@@ -97,11 +99,15 @@ def main():
         cases = {
             "single: curl": lambda: curl_single(),
             "single: ckpt 1 stream": lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "1"),
+            "single: ckpt 1 stream --no-fsync": lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "1", "--no-fsync"),
             "single: ckpt 4 ranges": lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "4"),
             "16 files: curl sequential": lambda: curl_multi(False),
             "16 files: curl -Z (8 parallel)": lambda: curl_multi(True),
             "16 files: ckpt --jobs 8": lambda: ckpt_cmd(ep2, "bench/multi", "--jobs", "8", "--range-parts", "1"),
+            "16 files: ckpt --jobs 8 --no-fsync": lambda: ckpt_cmd(ep2, "bench/multi", "--jobs", "8", "--range-parts", "1",
+                                                               "--no-fsync"),
         }
+        load_before = os.getloadavg()
         times = {k: [] for k in cases}
         order = list(cases)
         for run in range(args.runs):
@@ -114,7 +120,10 @@ def main():
         big = args.big_mib << 20
         total = args.files * (args.file_mib << 20)
         med = {k: statistics.median(v) for k, v in times.items()}
-        print(f"runs: {args.runs} paired; single file {args.big_mib} MiB; repo {args.files} x {args.file_mib} MiB")
+        load_after = os.getloadavg()
+        print(f"runs: {args.runs} paired; single file {args.big_mib} MiB; repo {args.files} x {args.file_mib} MiB; "
+              f"{os.cpu_count()} cores; load average (1/5/15 min) before {load_before[0]:.1f}/{load_before[1]:.1f}/"
+              f"{load_before[2]:.1f}, after {load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f}")
         print("| case | median s | MiB/s | ratio vs curl |")
         print("|---|---|---|---|")
         for k in cases:
