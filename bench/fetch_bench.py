@@ -4,9 +4,9 @@
 Two workloads: one large file (default 1 GiB, sparse-backed on the server side) and a
 16-file repo (default 16 x 64 MiB). Runs are paired (curl and ckpt back to back, order
 alternating), each into a fresh output directory; the table reports medians and the
-throughput ratio ckpt/curl. ckpt's time includes its sha256 verification, the fdatasync of
-every blob before it is published (rows with --no-fsync leave that out) and the atomic publish;
-curl only writes the bytes. The load average is printed before and after: on a shared machine
+throughput ratio ckpt/curl. ckpt's time includes its sha256 verification and atomic publish
+(rows with --fsync add the fdatasync of every blob before it is published); curl only writes
+the bytes. The load average is printed before and after: on a shared machine
 it decides more than the client does.
 
 usage: bench/fetch_bench.py [--build build-hub] [--runs 5] [--big-mib 1024] [--files 16] [--file-mib 64]
@@ -99,13 +99,13 @@ def main():
         cases = {
             "single: curl": lambda: curl_single(),
             "single: ckpt 1 stream": lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "1"),
-            "single: ckpt 1 stream --no-fsync": lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "1", "--no-fsync"),
+            "single: ckpt 1 stream --fsync": lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "1", "--fsync"),
             "single: ckpt 4 ranges": lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "4"),
             "16 files: curl sequential": lambda: curl_multi(False),
             "16 files: curl -Z (8 parallel)": lambda: curl_multi(True),
             "16 files: ckpt --jobs 8": lambda: ckpt_cmd(ep2, "bench/multi", "--jobs", "8", "--range-parts", "1"),
-            "16 files: ckpt --jobs 8 --no-fsync": lambda: ckpt_cmd(ep2, "bench/multi", "--jobs", "8", "--range-parts", "1",
-                                                               "--no-fsync"),
+            "16 files: ckpt --jobs 8 --fsync": lambda: ckpt_cmd(ep2, "bench/multi", "--jobs", "8", "--range-parts", "1",
+                                                            "--fsync"),
         }
         load_before = os.getloadavg()
         times = {k: [] for k in cases}

@@ -1686,6 +1686,26 @@ void walk_snapshot(const fs::path& root, const fs::path& dir, std::vector<std::s
   }
 }
 
+// A format-1 trees/<commit>.json as path -> real size (lfs_size, else size); nullopt when
+// absent or not exactly that format (huggingface_hub ignores those too).
+std::optional<std::map<std::string, uint64_t>> read_tree_cache(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto pr = json::parse(text);
+  if (!pr.ok() || !pr.value.is_object() || pr.value.get_int("format_version") != 1) return std::nullopt;
+  const json::Value* files = pr.value.find("files");
+  if (!files || !files->is_object()) return std::nullopt;
+  std::map<std::string, uint64_t> out;
+  for (const auto& [path, e] : files->as_object()) {
+    auto size = e.get_int("lfs_size");
+    if (!size) size = e.get_int("size");
+    if (!size || *size < 0 || !e.get_string("blob_id")) return std::nullopt;
+    out[path] = static_cast<uint64_t>(*size);
+  }
+  return out;
+}
+
 FetchResult fetch_offline(Ctx& ctx, FetchResult res) {
   if (ctx.local) {
     res.kind = ErrorKind::offline_missing;
@@ -1701,8 +1721,15 @@ FetchResult fetch_offline(Ctx& ctx, FetchResult res) {
   res.commit = rl.commit;
   res.snapshot_dir = rl.snapshot_dir;
   std::vector<std::string> files;
+  // With a cached listing (trees/<commit>.json) the snapshot is checked against it, as
+  // snapshot_download(local_files_only=True) does: a file it lists that is missing (or, here, of
+  // another size) is reported instead of the partial snapshot passing for whole.
+  auto listing = read_tree_cache(ctx.repo_dir / "trees" / (rl.commit + ".json"));
   if (!ctx.opts.paths.empty()) {
     files = ctx.opts.paths;
+  } else if (listing) {
+    for (const auto& [p, size] : *listing)
+      if (selected(ctx.opts, p)) files.push_back(p);
   } else {
     walk_snapshot(rl.snapshot_dir, rl.snapshot_dir, files, 0);
     std::sort(files.begin(), files.end());
@@ -1713,13 +1740,28 @@ FetchResult fetch_offline(Ctx& ctx, FetchResult res) {
     FileResult fr;
     fr.path = p;
     uint64_t sz = 0;
-    if (regular_file_exists(rl.snapshot_dir / p, &sz)) {
+    std::optional<uint64_t> listed;
+    if (listing)
+      if (auto it = listing->find(p); it != listing->end()) listed = it->second;
+    if (!safe_repo_path(p)) {
+      fr.kind = ErrorKind::protocol;
+      fr.error = "unsafe file name in the cached listing: '" + p.substr(0, 200) + "'";
+      res.ok = false;
+    } else if (!regular_file_exists(rl.snapshot_dir / p, &sz)) {
+      fr.kind = ErrorKind::offline_missing;
+      fr.error = p + ": not in the cached snapshot " + rl.commit + (listed ? " (listed in its trees/ entry)" : "") +
+                 " (offline mode)";
+      fr.expected = listed.value_or(0);
+      res.ok = false;
+    } else if (listed && *listed != sz) {
+      fr.kind = ErrorKind::integrity;
+      fr.error = p + ": the cached file has " + std::to_string(sz) + " bytes, the commit's listing says " +
+                 std::to_string(*listed) + " (offline mode)";
+      fr.expected = *listed;
+      res.ok = false;
+    } else {
       fr.ok = fr.cached = true;
       fr.expected = fr.received = sz;
-    } else {
-      fr.kind = ErrorKind::offline_missing;
-      fr.error = p + ": not in the cached snapshot " + rl.commit + " (offline mode)";
-      res.ok = false;
     }
     res.files.push_back(std::move(fr));
   }

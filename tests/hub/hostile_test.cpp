@@ -392,3 +392,14 @@ TEST_F(HubTest, ContentEncodedRangedAnswersAreNotUsed) {
   ASSERT_TRUE(r.ok) << r.error;
   expect_published(kC1, f);
 }
+
+TEST_F(HubTest, FsyncModePublishesTheSameLayout) {
+  // --fsync: each blob is fdatasync'ed (writeback started as it downloads) before the rename.
+  auto o = opts();
+  o.durable = true;
+  o.range_threshold = 64 * 1024;  // the parallel-range writers too
+  hub.set_fault(kRepo, "model.safetensors", {FaultKind::reset_after, 20 * 1024, 0, 500, 1});
+  auto r = fetch(o);
+  ASSERT_TRUE(r.ok) << r.error;
+  for (const auto& f : standard_files()) expect_published(kC1, f);
+}

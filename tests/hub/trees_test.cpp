@@ -132,3 +132,32 @@ TEST_F(HubTest, ListingOfAnotherFormatIsLeftAndACorruptOneReplaced) {
   ASSERT_TRUE(fetch(opts()).ok);
   EXPECT_EQ(read_text(p).rfind("{\n \"format_version\": 1,", 0), 0u);
 }
+
+TEST_F(HubTest, OfflineFetchChecksTheSnapshotAgainstTheCachedListing) {
+  // A subset was fetched: offline, the same subset is whole, the whole repo is not.
+  auto o = opts();
+  o.include = {"*.json"};
+  ASSERT_TRUE(fetch(o).ok);
+  auto off = opts();
+  off.offline = true;
+  off.include = {"*.json"};
+  auto subset = fetch(off);
+  EXPECT_TRUE(subset.ok) << subset.error;
+  EXPECT_EQ(subset.files.size(), 2u);
+  off.include.clear();
+  auto whole = fetch(off);
+  EXPECT_FALSE(whole.ok);
+  auto* fr = result_for(whole, "model.safetensors");
+  ASSERT_NE(fr, nullptr);
+  EXPECT_EQ(fr->kind, hub::ErrorKind::offline_missing);
+  EXPECT_EQ(fr->expected, 300u * 1024);
+  EXPECT_TRUE(hub.log().size() > 0);
+  // A cached file of another size than listed is reported too.
+  auto cfg = repo_dir() / "snapshots" / kC1 / "config.json";
+  auto blob = fs::canonical(cfg);
+  fs::resize_file(blob, 3);
+  off.include = {"*.json"};
+  auto bad = fetch(off);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(result_for(bad, "config.json")->kind, hub::ErrorKind::integrity);
+}

@@ -233,10 +233,10 @@ int run_fetch(int argc, char** argv) {
   app.add_option("--range-parts", o.range_parts, "parallel ranges per large file (1 disables)")->check(CLI::Range(1, 32));
   app.add_option("--range-threshold", range_threshold_mib, "MiB from which a file is fetched in parallel ranges");
   app.add_option("--progress-interval", progress_interval, "seconds between plain progress lines when not on a TTY");
-  bool no_fsync = false;
-  app.add_flag("--no-fsync", no_fsync,
-               "do not fdatasync each blob before publishing it (faster on slow disks; a crash may then leave a "
-               "published blob short)");
+  bool fsync_blobs = false;
+  app.add_flag("--fsync", fsync_blobs,
+               "fdatasync each blob before publishing it, so a power loss cannot leave a published blob short "
+               "(costs the time to write every byte to disk; without it a short blob is re-fetched by the next run)");
   app.add_flag("--offline", o.offline, "use only the local cache; never touch the network (also HF_HUB_OFFLINE=1)");
   app.add_flag("--quiet,-q", quiet, "no progress output");
   app.add_flag("--no-verify", no_verify, "skip the header-only verify of the fetched snapshot");
@@ -288,7 +288,7 @@ int run_fetch(int argc, char** argv) {
   o.range_threshold = range_threshold_mib << 20;
   o.cache_dir = cache_dir;
   o.local_dir = local_dir;
-  o.durable = !no_fsync;
+  o.durable = fsync_blobs;
   o.cancel = &g_cancel;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
