@@ -550,7 +550,6 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
   AttemptResult ar;
   std::string url = url0;
   uint64_t cur = from;  // next byte to ask for
-  uint64_t first = from;  // where this attempt's bytes start (0 after a restart)
   char* buf = write_buffer();
   int hops = 0;
   for (int requests = 0; requests < 100000; ++requests) {
@@ -637,7 +636,7 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
             ar.fatal = true;
             return false;
           }
-          cur = first = write_pos = buf_start = 0;
+          cur = write_pos = buf_start = kicked = 0;
           pos = 0;
           if (ts.hs) ts.hs->reset();
         }
