@@ -1764,7 +1764,15 @@ FetchResult fetch_offline(Ctx& ctx, FetchResult res) {
     }
     res.files.push_back(std::move(fr));
   }
-  if (!res.ok) res.kind = ErrorKind::offline_missing;
+  if (!res.ok) {
+    size_t failed = 0;
+    for (const auto& f : res.files) {
+      failed += !f.ok;
+      if (!f.ok && res.kind == ErrorKind::none) res.kind = f.kind;
+    }
+    res.error = std::to_string(failed) + " of " + std::to_string(res.files.size()) +
+                " files missing or different in the cached snapshot (offline mode: the network was not used)";
+  }
   return res;
 }
 

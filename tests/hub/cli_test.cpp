@@ -130,3 +130,17 @@ TEST_F(CliTest, PlainProgressLinesOffTty) {
   EXPECT_NE(r.err.find("progress: org/tiny: "), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("\x1b["), std::string::npos) << "no terminal escapes on a pipe";
 }
+
+TEST_F(CliTest, OfflineReportsFilesTheCachedListingMisses) {
+  ASSERT_EQ(fetch({"org/tiny", "--no-verify"}).exit_code, 0);
+  auto snap = tmp.path() / "hub" / "models--org--tiny" / "snapshots" / kCommit;
+  fs::remove(snap / "config.json");
+  auto r = run_ckpt({"fetch", "org/tiny", "--offline", "--no-verify", "--cache-dir", (tmp.path() / "hub").string()},
+                    {"HF_HUB_OFFLINE=0"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("::error::ckpt fetch org/tiny: config.json: not in the cached snapshot"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("::error::ckpt fetch org/tiny: 1 of 2 files missing or different in the cached snapshot"),
+            std::string::npos)
+      << r.err;
+}
