@@ -403,3 +403,27 @@ TEST_F(HubTest, FsyncModePublishesTheSameLayout) {
   ASSERT_TRUE(r.ok) << r.error;
   for (const auto& f : standard_files()) expect_published(kC1, f);
 }
+
+TEST_F(HubTest, DatasetRepoUsesItsUrlPrefixAndCacheFolder) {
+  hub.add_commit("datasets/org/data", kC1, standard_files());
+  hub.set_ref("datasets/org/data", "main", kC1);
+  hub.enable_cdn();
+  hub::RepoSpec s;
+  s.repo_id = "org/data";
+  s.repo_type = "dataset";
+  auto r = hub::fetch(s, opts());
+  ASSERT_TRUE(r.ok) << r.error;
+  auto dir = cache() / "datasets--org--data";
+  for (const auto& f : standard_files()) {
+    auto link = dir / "snapshots" / kC1 / f.path;
+    ASSERT_TRUE(fs::is_symlink(link)) << link;
+    EXPECT_EQ(read_text(link), f.content);
+  }
+  EXPECT_EQ(read_text(dir / "refs" / "main"), kC1);
+  EXPECT_TRUE(fs::is_regular_file(dir / "trees" / (kC1 + ".json")));
+  EXPECT_EQ(hub.count("hub", "GET", "/api/datasets/org/data/revision/main"), 1);
+  EXPECT_EQ(hub.count("hub", "GET", "/api/datasets/org/data/tree/" + kC1), 1);
+  EXPECT_GE(hub.count("hub", "HEAD", "/datasets/org/data/resolve/" + kC1 + "/"), 3);
+  EXPECT_GE(hub.count("hub", "HEAD", "/api/resolve-cache/datasets/org/data/"), 2);
+  EXPECT_FALSE(fs::exists(cache() / "models--org--data"));
+}

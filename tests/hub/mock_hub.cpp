@@ -400,28 +400,39 @@ void MockHub::route_hub(int fd, Request& rq) {
     route_cdn(fd, rq);
     return;
   }
-  if (seg.size() >= 6 && seg[1] == "api" && seg[2] == "models") {
-    repo = seg[3] + "/" + seg[4];
+  // Repos other than models are keyed "datasets/org/name" / "spaces/org/name".
+  auto typed = [](const std::string& type_plural, const std::string& id) {
+    return type_plural == "models" ? id : type_plural + "/" + id;
+  };
+  auto is_type = [](const std::string& t) { return t == "models" || t == "datasets" || t == "spaces"; };
+  std::string type_plural = "models";
+  if (seg.size() >= 6 && seg[1] == "api" && is_type(seg[2])) {
+    type_plural = seg[2];
+    repo = typed(seg[2], seg[3] + "/" + seg[4]);
     kind = seg[5];
     rev = seg.size() > 6 ? pct_decode(seg[6]) : "main";
   } else if (seg.size() >= 8 && seg[1] == "api" && seg[2] == "resolve-cache") {
     resolve_cache = true;
-    repo = seg[4] + "/" + seg[5];
+    type_plural = seg[3];
+    repo = typed(seg[3], seg[4] + "/" + seg[5]);
     kind = "resolve";
     rev = seg[6];
     for (size_t i = 7; i < seg.size(); ++i) file += (i > 7 ? "/" : "") + seg[i];
     file = pct_decode(file);
-  } else if (seg.size() >= 6 && seg[3] == "resolve") {
-    repo = seg[1] + "/" + seg[2];
+  } else if (seg.size() >= 6 && (seg[3] == "resolve" || (seg.size() >= 7 && is_type(seg[1]) && seg[4] == "resolve"))) {
+    size_t o = seg[3] == "resolve" ? 0 : 1;  // /datasets/org/name/resolve/...
+    if (o) type_plural = seg[1];
+    repo = typed(type_plural, seg[1 + o] + "/" + seg[2 + o]);
     kind = "resolve";
-    rev = pct_decode(seg[4]);
-    for (size_t i = 5; i < seg.size(); ++i) file += (i > 5 ? "/" : "") + seg[i];
+    rev = pct_decode(seg[4 + o]);
+    for (size_t i = 5 + o; i < seg.size(); ++i) file += (i > 5 + o ? "/" : "") + seg[i];
     file = pct_decode(file);
     resolve_cache = rq.query.find("direct=1") != std::string::npos;  // relative_redirects target
   } else {
     error_response(fd, 404, "", "not found", {}, head);
     return;
   }
+  std::string bare_repo = type_plural == "models" ? repo : repo.substr(type_plural.size() + 1);
   std::unique_lock<std::mutex> g(mu_);
   auto rit = repos_.find(repo);
   if (rit == repos_.end()) {
@@ -543,7 +554,7 @@ void MockHub::route_hub(int fd, Request& rq) {
     std::string base = slash == std::string::npos ? copy.path : copy.path.substr(slash + 1);
     respond(fd, 307,
             {{"Location", relative_redirects_ ? pct_encode_path(base) + "?direct=1"
-                                              : "/api/resolve-cache/models/" + repo + "/" + commit + "/" +
+                                              : "/api/resolve-cache/" + type_plural + "/" + bare_repo + "/" + commit + "/" +
                                                     pct_encode_path(copy.path) + "?etag=%22" + etag + "%22"},
              {strip_commit_ ? "X-Stripped" : "X-Repo-Commit", commit},
              {"ETag", "\"" + etag + "\""},
