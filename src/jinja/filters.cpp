@@ -52,7 +52,11 @@ std::string map_case(std::string_view s, bool upper) {
   std::string out;
   out.reserve(s.size());
   if (is_ascii(s)) {
-    for (char c : s) out.push_back(upper ? char(std::toupper((unsigned char)c)) : char(std::tolower((unsigned char)c)));
+    out.resize(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+      char c = s[i];
+      out[i] = upper ? ((c >= 'a' && c <= 'z') ? char(c - 32) : c) : ((c >= 'A' && c <= 'Z') ? char(c + 32) : c);
+    }
     return out;
   }
   for (uint32_t c : decode_utf8(s)) {
@@ -94,16 +98,41 @@ std::string jinja_title(std::string_view s) {
   return out;
 }
 
+// Length of the whitespace code point at s[i] (Python's str.isspace), 0 when not whitespace.
+size_t space_at(std::string_view s, size_t i) {
+  unsigned char c = s[i];
+  if (c < 0x80) return (c == ' ' || (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x1f)) ? 1 : 0;
+  uint32_t cp;
+  size_t len;
+  if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) { cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3F); len = 2; }
+  else if ((c & 0xF0) == 0xE0 && i + 2 < s.size()) { cp = ((c & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3F); len = 3; }
+  else return 0;
+  return py_isspace(cp) ? len : 0;
+}
+
+// The [b, e) byte range left by str.strip() without arguments.
+std::pair<size_t, size_t> strip_range(std::string_view s, bool left, bool right) {
+  size_t b = 0, e = s.size();
+  if (left)
+    while (b < e) {
+      size_t l = space_at(s, b);
+      if (!l) break;
+      b += l;
+    }
+  if (right)
+    while (e > b) {
+      size_t p = e - 1;
+      while (p > b && ((unsigned char)s[p] & 0xC0) == 0x80 && e - p < 4) --p;
+      if (space_at(s, p) != e - p) break;
+      e = p;
+    }
+  return {b, e};
+}
+
 std::string py_strip(std::string_view s, const Value* chars, bool left, bool right) {
   if (!chars || chars->is_none()) {
-    auto cps = decode_utf8(s);
-    size_t b = 0, e = cps.size();
-    if (left) while (b < e && py_isspace(cps[b])) ++b;
-    if (right) while (e > b && py_isspace(cps[e - 1])) --e;
-    if (is_ascii(s)) return std::string(s.substr(b, e - b));
-    std::string out;
-    for (size_t i = b; i < e; ++i) append_utf8(out, cps[i]);
-    return out;
+    auto [b, e] = strip_range(s, left, right);
+    return std::string(s.substr(b, e - b));
   }
   auto set = decode_utf8(chars->s());
   auto in = [&](uint32_t c) { return std::find(set.begin(), set.end(), c) != set.end(); };
@@ -774,7 +803,7 @@ Value Interp::attr_path(const Value& obj, const Value& attribute) {
   return getitem(obj, attribute);
 }
 
-Value Interp::apply_filter_chain(const Expr* e, const Value& base, std::shared_ptr<Frame>& f) {
+Value Interp::apply_filter_chain(const Expr* e, const Value& base, Frame* f) {
   Value v = e->a ? apply_filter_chain(e->a.get(), base, f) : base;
   CallArgs args = eval_args(e, f);
   cur_pos_ = e->pos;
@@ -787,17 +816,20 @@ static Value ignore_case(const Value& v) {
   return v;
 }
 
-Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<Frame>& f) {
+enum FilterId { F_abs, F_attr, F_batch, F_capitalize, F_center, F_count, F_d, F_default, F_dictsort, F_e, F_escape, F_filesizeformat, F_first, F_float, F_forceescape, F_format, F_groupby, F_indent, F_int, F_items, F_join, F_last, F_length, F_list, F_lower, F_map, F_max, F_min, F_pprint, F_random, F_reject, F_rejectattr, F_replace, F_reverse, F_round, F_safe, F_select, F_selectattr, F_slice, F_sort, F_string, F_striptags, F_sum, F_title, F_tojson, F_trim, F_truncate, F_unique, F_upper, F_urlencode, F_urlize, F_wordcount, F_wordwrap, F_xmlattr };
+
+Value Interp::apply_filter(int id, const Value& v, CallArgs& a, Frame* f) {
   static const Value none = Value::none();
   static const Value empty_str = Value::str("");
   static const Value f_false = Value::boolean(false);
   std::string_view n = filter_name(id);
+  (void)n;
   auto soft_str = [&](const Value& x) -> Value {
     if (x.k == K::Str) return x;
-    if (x.k == K::Undef && x.o && static_cast<UndefObj*>(x.o.get())->security) undefined_error(x);
+    if (x.is_security()) undefined_error(x);
     return Value::str(to_output(x));
   };
-  if (n == "tojson") {
+  if (id == F_tojson) {
     Value ea = arg(a, 0, "ensure_ascii", f_false);
     Value indent = arg(a, 1, "indent", none);
     Value seps = arg(a, 2, "separators", none);
@@ -806,31 +838,36 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
       if (k != "ensure_ascii" && k != "indent" && k != "separators" && k != "sort_keys") fail("TypeError", "tojson() got an unexpected keyword argument '" + k + "'");
     return str_val(tojson(v, indent, truthy(ea), seps, truthy(sk)));
   }
-  if (n == "length" || n == "count") return Value::integer(length(v));
-  if (n == "trim") {
+  if (id == F_length || id == F_count) return Value::integer(length(v));
+  if (id == F_trim) {
     Value s = soft_str(v);
     Value chars = arg(a, 0, "chars", none);
+    if (chars.is_none()) {
+      auto [b, e] = strip_range(s.s(), true, true);
+      if (b == 0 && e == s.s().size()) return s;  // Python returns the same string object
+      return str_val(s.s().substr(b, e - b), s.markup);
+    }
     return str_val(py_strip(s.s(), &chars, true, true), s.markup);
   }
-  if (n == "string") return soft_str(v);
-  if (n == "list") return Value::list(iterate(v));
-  if (n == "upper" || n == "lower") { Value s = soft_str(v); return str_val(map_case(s.s(), n == "upper"), s.markup); }
-  if (n == "capitalize") { Value s = soft_str(v); return str_val(py_capitalize(s.s()), s.markup); }
-  if (n == "title") { Value s = soft_str(v); return str_val(jinja_title(s.s()), s.markup); }
-  if (n == "safe") {
+  if (id == F_string) return soft_str(v);
+  if (id == F_list) return Value::list(iterate(v));
+  if (id == F_upper || id == F_lower) { Value s = soft_str(v); return str_val(map_case(s.s(), id == F_upper), s.markup); }
+  if (id == F_capitalize) { Value s = soft_str(v); return str_val(py_capitalize(s.s()), s.markup); }
+  if (id == F_title) { Value s = soft_str(v); return str_val(jinja_title(s.s()), s.markup); }
+  if (id == F_safe) {
     if (v.k == K::Str && v.markup) return v;
     Value s = soft_str(v);
     return Value::str(s.s(), true);
   }
-  if (n == "escape" || n == "e") return escape(v);
-  if (n == "forceescape") return str_val(html_escape_str(py_str(v)), true);
-  if (n == "default" || n == "d") {
+  if (id == F_escape || id == F_e) return escape(v);
+  if (id == F_forceescape) return str_val(html_escape_str(py_str(v)), true);
+  if (id == F_default || id == F_d) {
     Value dv = arg(a, 0, "default_value", empty_str);
     bool boolean = truthy(arg(a, 1, "boolean", f_false));
     if (v.k == K::Undef || (boolean && !truthy(v))) return dv;
     return v;
   }
-  if (n == "join") {
+  if (id == F_join) {
     Value d = arg(a, 0, "d", empty_str);
     Value attribute = arg(a, 1, "attribute", none);
     std::string sep = to_output(d);
@@ -840,20 +877,20 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
       if (!first) out += sep;
       first = false;
       Value x = attribute.is_none() ? it : attr_path(it, attribute);
-      if (x.k == K::Undef && x.o && static_cast<UndefObj*>(x.o.get())->security) undefined_error(x);
+      if (x.is_security()) undefined_error(x);
       out += to_output(x);
       check_size(out.size());
     }
     return Value::str(std::move(out));
   }
-  if (n == "items") {
+  if (id == F_items) {
     if (v.k == K::Undef) return Value::gen({}, "do_items");
     if (v.k != K::Dict) fail("FilterArgumentError", "Can only get item pairs from a mapping.");
     std::vector<Value> out;
     for (auto& [k, x] : v.d().v) out.push_back(Value::tuple({k, x}));
     return Value::gen(std::move(out), "do_items");
   }
-  if (n == "map") {
+  if (id == F_map) {
     std::vector<Value> out;
     if (!truthy(v)) return Value::gen({}, "sync_do_map");
     if (a.pos.empty()) {
@@ -881,10 +918,10 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     }
     return Value::gen(std::move(out), "sync_do_map");
   }
-  if (n == "select" || n == "reject" || n == "selectattr" || n == "rejectattr") {
-    bool attr = n == "selectattr" || n == "rejectattr";
-    bool keep_true = n == "select" || n == "selectattr";
-    std::string what = std::string("select_or_reject");
+  if (id == F_select || id == F_reject || id == F_selectattr || id == F_rejectattr) {
+    bool attr = id == F_selectattr || id == F_rejectattr;
+    bool keep_true = id == F_select || id == F_selectattr;
+    const char* what = "select_or_reject";
     if (!truthy(v)) return Value::gen({}, what);
     size_t off = 0;
     Value attribute;
@@ -918,7 +955,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     }
     return Value::gen(std::move(out), what);
   }
-  if (n == "first") {
+  if (id == F_first) {
     if (v.k == K::Gen) {
       auto items = iterate(v);
       return items.empty() ? Value::undef("No first item, sequence was empty.") : items[0];
@@ -926,12 +963,12 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     auto items = iterate(v);
     return items.empty() ? Value::undef("No first item, sequence was empty.") : items[0];
   }
-  if (n == "last") {
+  if (id == F_last) {
     if (v.k == K::Gen) fail("TypeError", "'generator' object is not reversible");
     auto items = iterate(v);
     return items.empty() ? Value::undef("No last item, sequence was empty.") : items.back();
   }
-  if (n == "reverse") {
+  if (id == F_reverse) {
     if (v.k == K::Str) {
       auto cps = decode_utf8(v.s());
       std::string out;
@@ -943,15 +980,15 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     std::reverse(items.begin(), items.end());
     return Value::gen(std::move(items), "reversed");
   }
-  if (n == "sort" || n == "dictsort" || n == "unique" || n == "min" || n == "max") {
+  if (id == F_sort || id == F_dictsort || id == F_unique || id == F_min || id == F_max) {
     bool cs;
     Value attribute;
     bool reverse = false;
-    if (n == "sort") {
+    if (id == F_sort) {
       reverse = truthy(arg(a, 0, "reverse", f_false));
       cs = truthy(arg(a, 1, "case_sensitive", f_false));
       attribute = arg(a, 2, "attribute", none);
-    } else if (n == "dictsort") {
+    } else if (id == F_dictsort) {
       cs = truthy(arg(a, 0, "case_sensitive", f_false));
       Value by = arg(a, 1, "by", Value::str("key"));
       reverse = truthy(arg(a, 2, "reverse", f_false));
@@ -962,7 +999,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
       attribute = arg(a, 1, "attribute", none);
     }
     std::vector<Value> items;
-    if (n == "dictsort") {
+    if (id == F_dictsort) {
       if (v.k != K::Dict) fail("AttributeError", "'" + type_name(v) + "' object has no attribute 'items'");
       for (auto& [k, x] : v.d().v) items.push_back(Value::tuple({k, x}));
     } else {
@@ -974,7 +1011,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
       Value k = attribute.is_none() ? it : attr_path(it, attribute);
       keys.push_back(cs ? k : ignore_case(k));
     }
-    if (n == "unique") {
+    if (id == F_unique) {
       std::vector<Value> out, seen;
       for (size_t i = 0; i < items.size(); ++i) {
         bool dup = false;
@@ -984,11 +1021,11 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
       }
       return Value::gen(std::move(out), "do_unique");
     }
-    if (n == "min" || n == "max") {
+    if (id == F_min || id == F_max) {
       if (items.empty()) return Value::undef("No aggregated item, sequence was empty.");
       size_t best = 0;
       for (size_t i = 1; i < items.size(); ++i) {
-        if (n == "min" ? less(keys[i], keys[best]) : less(keys[best], keys[i])) best = i;
+        if (id == F_min ? less(keys[i], keys[best]) : less(keys[best], keys[i])) best = i;
       }
       return items[best];
     }
@@ -996,7 +1033,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
     // `sort` keys are lists (make_multi_attrgetter): equal items are never ordered with `<`
     auto lt = [&](const Value& x, const Value& y) {
-      if (n == "sort" && py_equal(x, y)) return false;
+      if (id == F_sort && py_equal(x, y)) return false;
       return less(x, y);
     };
     std::stable_sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return reverse ? lt(keys[y], keys[x]) : lt(keys[x], keys[y]); });
@@ -1004,7 +1041,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     for (size_t i : idx) out.push_back(items[i]);
     return Value::list(std::move(out));
   }
-  if (n == "replace") {
+  if (id == F_replace) {
     if (a.pos.size() < 2 && !(a.get_kw("old") && a.get_kw("new"))) fail("TypeError", "replace() missing arguments");
     Value old = arg(a, 0, "old", none);
     Value neu = arg(a, 1, "new", none);
@@ -1012,7 +1049,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     Value s = soft_str(v);
     return str_val(replace_all(*this, s.s(), py_str(old), py_str(neu), cnt.k == K::Int ? cnt.i : -1));
   }
-  if (n == "int") {
+  if (id == F_int) {
     Value dflt = arg(a, 0, "default", Value::integer(0));
     Value base = arg(a, 1, "base", Value::integer(10));
     if (v.k == K::Int) return v;
@@ -1039,7 +1076,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     }
     return dflt;
   }
-  if (n == "float") {
+  if (id == F_float) {
     Value dflt = arg(a, 0, "default", Value::flt(0.0));
     if (v.k == K::Float) return v;
     if (v.k == K::Int) return Value::flt(double(v.i));
@@ -1055,14 +1092,14 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     }
     return dflt;
   }
-  if (n == "abs") {
+  if (id == F_abs) {
     if (v.k == K::Int) { if (v.i == INT64_MIN) fail("OverflowError", "integer overflow"); return Value::integer(v.i < 0 ? -v.i : v.i); }
     if (v.k == K::Bool) return Value::integer(v.b);
     if (v.k == K::Float) return Value::flt(std::fabs(v.f));
     if (v.k == K::Undef) undefined_error(v);
     fail("TypeError", "bad operand type for abs(): '" + type_name(v) + "'");
   }
-  if (n == "round") {
+  if (id == F_round) {
     int64_t prec = as_int_arg(arg(a, 0, "precision", Value::integer(0)));
     Value method = arg(a, 1, "method", Value::str("common"));
     if (v.k == K::Undef) undefined_error(v);
@@ -1079,13 +1116,13 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     if (md == "floor") return Value::flt(std::floor(x * m) / m);
     fail("FilterArgumentError", "method must be common, ceil or floor");
   }
-  if (n == "sum") {
+  if (id == F_sum) {
     Value attribute = arg(a, 0, "attribute", none);
     Value total = arg(a, 1, "start", Value::integer(0));
     for (auto& it : iterate(v)) total = binop("+", total, attribute.is_none() ? it : attr_path(it, attribute));
     return total;
   }
-  if (n == "indent") {
+  if (id == F_indent) {
     Value width = arg(a, 0, "width", Value::integer(4));
     bool first = truthy(arg(a, 1, "first", f_false));
     bool blank = truthy(arg(a, 2, "blank", f_false));
@@ -1130,12 +1167,12 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     if (first) rv = ind + rv;
     return str_val(std::move(rv), sv.markup);
   }
-  if (n == "center") {
+  if (id == F_center) {
     CallArgs ca;
     ca.pos.push_back(arg(a, 0, "width", Value::integer(80)));
     return call_method(soft_str(v), "center", ca);
   }
-  if (n == "wordcount") {
+  if (id == F_wordcount) {
     int64_t words = 0;
     bool in_word = false;
     for (uint32_t c : decode_utf8(soft_str(v).s())) {
@@ -1145,7 +1182,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     }
     return Value::integer(words);
   }
-  if (n == "truncate") {
+  if (id == F_truncate) {
     Value sv = soft_str(v);
     int64_t len = as_int_arg(arg(a, 0, "length", Value::integer(255)));
     bool killwords = truthy(arg(a, 1, "killwords", f_false));
@@ -1163,43 +1200,43 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     if (sp != std::string::npos) head = head.substr(0, sp);
     return str_val(head + end);
   }
-  if (n == "format") {
+  if (id == F_format) {
     if (!a.pos.empty() && !a.kw.empty()) fail("FilterArgumentError", "can't handle positional and keyword arguments at the same time");
     Value args;
     if (!a.kw.empty()) {
       args = Value::dict();
       for (auto& [k, x] : a.kw) args.d().set(Value::str(k), x);
     } else {
-      args = Value::tuple(a.pos);
+      args = Value::tuple(a.pos.vec());
     }
     return percent_format(soft_str(v), args);
   }
-  if (n == "attr") {
+  if (id == F_attr) {
     Value nm = arg(a, 0, "name", none);
     std::string name = py_str(nm);
     if (v.k == K::Dict) {
       Value r = getattr(v, name);
-      if (r.k != K::Func && !(r.k == K::Undef && r.o && static_cast<UndefObj*>(r.o.get())->security))
+      if (r.k != K::Func && !(r.is_security()))
         return Value::undef("'dict object' has no attribute '" + name + "'");
       return r;
     }
     return getattr(v, name);
   }
-  if (n == "batch" || n == "slice") {
-    int64_t cnt = as_int_arg(arg(a, 0, n == "batch" ? "linecount" : "slices", none));
+  if (id == F_batch || id == F_slice) {
+    int64_t cnt = as_int_arg(arg(a, 0, id == F_batch ? "linecount" : "slices", none));
     Value fill = arg(a, 1, "fill_with", none);
     auto items = iterate(v);
     std::vector<Value> out;
     if (cnt <= 0) fail("ValueError", "count must be positive");
     // Budget the rows before building them (a Value is counted as 8 bytes, as for list `*`):
     // batch pads its last row up to `cnt` items, slice always yields `cnt` rows.
-    if (n == "batch") {
+    if (id == F_batch) {
       uint64_t rem = items.size() % uint64_t(cnt);
       if (!fill.is_none() && rem) check_size(sat_mul(sat_add(items.size(), uint64_t(cnt) - rem), 8));
     } else {
       check_size(sat_mul(sat_add(items.size(), uint64_t(cnt)), 8));
     }
-    if (n == "batch") {
+    if (id == F_batch) {
       for (size_t i = 0; i < items.size(); i += size_t(cnt)) {
         std::vector<Value> row(items.begin() + i, items.begin() + std::min(items.size(), i + size_t(cnt)));
         if (!fill.is_none()) while (int64_t(row.size()) < cnt) row.push_back(fill);
@@ -1216,9 +1253,9 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
         out.push_back(Value::list(std::move(row)));
       }
     }
-    return Value::gen(std::move(out), n == "batch" ? "do_batch" : "sync_do_slice");
+    return Value::gen(std::move(out), id == F_batch ? "do_batch" : "sync_do_slice");
   }
-  if (n == "groupby") {
+  if (id == F_groupby) {
     Value attribute = arg(a, 0, "attribute", none);
     Value dflt = arg(a, 1, "default", none);
     bool cs = truthy(arg(a, 2, "case_sensitive", f_false));
@@ -1242,8 +1279,8 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, std::shared_ptr<
     }
     return Value::list(std::move(out));
   }
-  if (n == "pprint") return str_val(py_repr(v));
-  if (n == "striptags") {
+  if (id == F_pprint) return str_val(py_repr(v));
+  if (id == F_striptags) {
     std::string s = soft_str(v).s(), out;
     bool tag = false;
     for (char c : s) {

@@ -25,6 +25,19 @@ static const char* const kTests[] = {
     "float", "ge", "gt", "greaterthan", "in", "integer", "iterable", "le", "lessthan", "lower", "lt",
     "mapping", "ne", "none", "number", "odd", "sameas", "sequence", "string", "test", "true", "undefined",
     "upper", "==", "!=", "<", "<=", ">", ">="};
+// The globals, in the order install_globals() creates them.
+static const char* const kGlobals[] = {"range", "dict", "namespace", "raise_exception", "strftime_now", "lipsum", "joiner", "cycler"};
+static const char* const kLoopAttrs[] = {"index0", "index", "revindex", "revindex0", "first", "last", "length",
+                                         "depth", "depth0", "previtem", "nextitem", "cycle", "changed"};
+enum LoopAttr { LA_index0, LA_index, LA_revindex, LA_revindex0, LA_first, LA_last, LA_length, LA_depth, LA_depth0,
+                LA_previtem, LA_nextitem, LA_cycle, LA_changed };
+
+// The globals are stateless builtins, built once and shared by every render (by index, in
+// kGlobals order).
+static std::vector<std::pair<std::string, Value>>& shared_globals_() {
+  static auto* g = new std::vector<std::pair<std::string, Value>>;
+  return *g;
+}
 
 int filter_id(std::string_view name) {
   for (size_t i = 0; i < std::size(kFilters); ++i)
@@ -39,14 +52,50 @@ int test_id(std::string_view name) {
   return -1;
 }
 
+int global_id(std::string_view name) {
+  for (size_t i = 0; i < std::size(kGlobals); ++i)
+    if (name == kGlobals[i]) return int(i);
+  return -1;
+}
+
+uint32_t attr_info(std::string_view name) {
+  static constexpr std::string_view str_m[] = {"upper", "lower", "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith",
+                                      "replace", "title", "capitalize", "format", "find", "rfind", "index", "rindex", "count",
+                                      "join", "splitlines", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower",
+                                      "isnumeric", "isdecimal", "istitle", "removeprefix", "removesuffix", "center", "ljust",
+                                      "rjust", "zfill", "partition", "rpartition", "swapcase", "casefold", "expandtabs", "encode",
+                                      "format_map", "isidentifier", "isprintable", "isascii", "translate", "maketrans"};
+  static constexpr std::string_view dict_m[] = {"items", "keys", "values", "get", "copy", "fromkeys",
+                                       "update", "pop", "setdefault", "clear", "popitem"};
+  static constexpr std::string_view list_m[] = {"index", "count", "copy", "append", "extend", "insert", "remove", "sort", "reverse", "pop", "clear"};
+  static constexpr std::string_view tuple_m[] = {"index", "count"};
+  static constexpr std::string_view list_mut[] = {"append", "extend", "insert", "remove", "sort", "reverse", "pop", "clear"};
+  static constexpr std::string_view dict_mut[] = {"update", "pop", "setdefault", "clear", "popitem"};
+  auto in = [&](auto& tbl) {
+    for (auto m : tbl)
+      if (name == m) return true;
+    return false;
+  };
+  uint32_t r = 0;
+  if (in(str_m)) r |= kStrMethod;
+  if (in(dict_m)) r |= kDictMethod;
+  if (in(list_m)) r |= kListMethod;
+  if (in(tuple_m)) r |= kTupleMethod;
+  if (in(list_mut)) r |= kListMutating;
+  if (in(dict_mut)) r |= kDictMutating;
+  if (name.size() >= 2 && name[0] == '_' && name[1] == '_') r |= kDunder;
+  for (size_t i = 0; i < std::size(kLoopAttrs); ++i)
+    if (name == kLoopAttrs[i]) r |= uint32_t(i + 1) << kLoopShift;
+  return r;
+}
+
 // ------------------------------------------------------------------ helpers
 [[noreturn]] void Interp::fail(std::string type, std::string msg) {
   throw JError{std::move(type), std::move(msg), cur_pos_, false};
 }
 
-void Interp::step() {
-  if (++steps_ > opts_.max_steps)
-    fail("BudgetExceeded", "render stopped: more than " + std::to_string(opts_.max_steps) + " evaluation steps (template bomb or runaway loop)");
+void Interp::steps_exceeded() {
+  fail("BudgetExceeded", "render stopped: more than " + std::to_string(opts_.max_steps) + " evaluation steps (template bomb or runaway loop)");
 }
 
 void Interp::check_size(uint64_t n) {
@@ -57,20 +106,24 @@ void Interp::check_size(uint64_t n) {
     fail("BudgetExceeded", "render stopped: more than " + std::to_string(8 * opts_.max_output) + " bytes of strings built");
 }
 
-void Interp::emit(std::string_view s) {
-  if (out_->size() + s.size() > opts_.max_output)
-    fail("BudgetExceeded", "render stopped: output exceeds the budget of " + std::to_string(opts_.max_output) + " bytes");
-  built_ += s.size();
+void Interp::output_exceeded() {
   if (built_ > 8 * opts_.max_output) fail("BudgetExceeded", "render stopped: too much output built");
-  out_->append(s);
+  fail("BudgetExceeded", "render stopped: output exceeds the budget of " + std::to_string(opts_.max_output) + " bytes");
 }
 
 [[noreturn]] void Interp::undefined_error(const Value& u) {
-  if (u.o) {
-    auto* uo = static_cast<UndefObj*>(u.o.get());
-    if (uo->security) fail("SecurityError", uo->hint);
-    if (uo->hint.empty() && !uo->attr.empty()) fail("UndefinedError", "'" + uo->owner_type + " object' has no attribute '" + uo->attr + "'");
-    fail("UndefinedError", uo->hint);
+  switch (u.uk) {
+    case UK::Plain: break;
+    case UK::Hint: {
+      auto* uo = static_cast<UndefObj*>(u.o);
+      if (uo->security) fail("SecurityError", uo->hint);
+      fail("UndefinedError", uo->hint);
+    }
+    case UK::Name: fail("UndefinedError", "'" + u.undef_text() + "' is undefined");
+    case UK::Param: fail("UndefinedError", "parameter '" + u.undef_text() + "' was not provided");
+    case UK::Attr:
+      fail("UndefinedError", "'" + type_name(K(u.owner & 0x7F), (u.owner & 0x80) != 0) + " object' has no attribute '" +
+                                 u.undef_text() + "'");
   }
   fail("UndefinedError", "value is undefined");
 }
@@ -98,7 +151,7 @@ static std::string html_escape(std::string_view s) {
 
 std::string Interp::html_escape_str(const std::string& s) { return html_escape(s); }
 
-std::string Interp::capture(const Body& body, std::shared_ptr<Frame>& f) {
+std::string Interp::capture(const Body& body, Frame* f) {
   std::string buf;
   std::string* saved = out_;
   out_ = &buf;
@@ -122,7 +175,7 @@ std::vector<Value> Interp::iterate(const Value& v) {
     case K::List:
     case K::Tuple: return v.items();
     case K::Gen: {
-      auto* l = static_cast<ListObj*>(v.o.get());
+      auto* l = static_cast<ListObj*>(v.o);
       if (l->consumed) return {};
       l->consumed = true;
       return l->v;
@@ -146,7 +199,7 @@ std::vector<Value> Interp::iterate(const Value& v) {
       return out;
     }
     case K::Undef:
-      if (v.o && static_cast<UndefObj*>(v.o.get())->security) undefined_error(v);
+      if (v.is_security()) undefined_error(v);
       return {};
     default: fail("TypeError", "'" + type_name(v) + "' object is not iterable");
   }
@@ -205,7 +258,7 @@ bool Interp::contains(const Value& container, const Value& item) {
       if (item.k == K::List || item.k == K::Dict) fail("TypeError", "unhashable type: '" + type_name(item) + "'");
       return container.d().find(item) != nullptr;
     case K::Undef:
-      if (container.o && static_cast<UndefObj*>(container.o.get())->security) undefined_error(container);
+      if (container.is_security()) undefined_error(container);
       return false;
     default: fail("TypeError", "argument of type '" + type_name(container) + "' is not iterable");
   }
@@ -219,17 +272,9 @@ std::string Interp::to_output(const Value& v) {
   }
 }
 
-// ------------------------------------------------------------------ frames
-Value* Frame::find(std::string_view name) {
-  for (Frame* f = this; f; f = f->parent.get())
-    for (auto& [k, v] : f->vars)
-      if (k == name) return &v;
-  return nullptr;
-}
-void Frame::set(std::string_view name, Value v) {
-  for (auto& [k, val] : vars)
-    if (k == name) { val = std::move(v); return; }
-  vars.emplace_back(name, std::move(v));
+void Interp::emit_value(const Value& v) {
+  if (v.k == K::Str) emit(v.s());
+  else if (v.k != K::Undef) emit(py_str(v));
 }
 
 // ------------------------------------------------------------------ callables
@@ -238,10 +283,13 @@ struct Interp::Builtin : FuncObj {
   Value call(Interp& in, CallArgs& a) override { return fn(in, a); }
 };
 
-struct MacroObj : FuncObj {
-  std::shared_ptr<MacroDef> def;
-  std::shared_ptr<Frame> closure;
+struct MacroObj : FuncObj, CycLink {
+  const MacroDef* def = nullptr;  // owned by the template
+  FrameRef closure;
+  std::string func_name() const override { return def->name; }
   Value call(Interp& in, CallArgs& a) override { return in.call_macro(*this, a); }
+  Obj* self() override { return this; }
+  void drop_refs() override { closure.reset(); }
 };
 
 struct MethodObj : FuncObj {
@@ -250,13 +298,10 @@ struct MethodObj : FuncObj {
 };
 
 Value Interp::make_builtin(std::string name, std::function<Value(Interp&, CallArgs&)> fn) {
-  auto b = std::make_shared<Builtin>();
+  auto* b = new Builtin();
   b->name = std::move(name);
   b->fn = std::move(fn);
-  Value v;
-  v.k = K::Func;
-  v.o = std::move(b);
-  return v;
+  return Value::owning(K::Func, b);
 }
 
 Value Interp::arg(CallArgs& a, size_t idx, std::string_view name, const Value& dflt) {
@@ -272,35 +317,43 @@ static int64_t as_int(Interp& in, const Value& v, const char* what) {
   in.fail("TypeError", std::string(what) + " must be an integer, not " + type_name(v));
 }
 
-Value Interp::call_macro(MacroObj& m, CallArgs& a) {
+Value Interp::call_macro(MacroObj& m, CallArgs& a, bool direct) {
   const MacroDef& d = *m.def;
   if (depth_ + 1 > opts_.max_depth)
     fail("BudgetExceeded", "render stopped: macro recursion deeper than " + std::to_string(opts_.max_depth) + " calls");
-  auto frame = std::make_shared<Frame>();
+  FrameRef frame(new Frame());
   frame->parent = m.closure;
   size_t np = d.params.size();
-  std::vector<bool> bound(np, false);
+  uint64_t bound_small = 0;
+  std::vector<bool> bound_big(np > 64 ? np : 0, false);
+  auto is_bound = [&](size_t i) { return np > 64 ? bool(bound_big[i]) : ((bound_small >> i) & 1) != 0; };
+  auto set_bound = [&](size_t i) {
+    if (np > 64) bound_big[i] = true;
+    else bound_small |= uint64_t(1) << i;
+  };
+  frame->vars.reserve(np + 1);
   std::vector<Value> extra;
   for (size_t i = 0; i < a.pos.size(); ++i) {
     if (i < np) {
-      frame->set(d.params[i], a.pos[i]);
-      bound[i] = true;
+      frame->set(d.param_ids[i], a.pos[i]);
+      set_bound(i);
     } else {
       extra.push_back(a.pos[i]);
     }
   }
   if (!extra.empty() && !d.catch_varargs)
     fail("TypeError", "macro '" + d.name + "' takes not more than " + std::to_string(np) + " argument(s)");
-  Value kwargs = Value::dict();
+  Value kwargs;
+  if (d.catch_kwargs) kwargs = Value::dict();
   Value caller;
   bool have_caller = false;
   for (auto& [k, v] : a.kw) {
     bool found = false;
     for (size_t i = 0; i < np; ++i)
       if (d.params[i] == k) {
-        if (bound[i]) fail("TypeError", "macro '" + d.name + "' got multiple values for argument '" + k + "'");
-        frame->set(d.params[i], v);
-        bound[i] = true;
+        if (is_bound(i)) fail("TypeError", "macro '" + d.name + "' got multiple values for argument '" + k + "'");
+        frame->set(d.param_ids[i], v);
+        set_bound(i);
         found = true;
       }
     if (found) continue;
@@ -314,23 +367,29 @@ Value Interp::call_macro(MacroObj& m, CallArgs& a) {
   }
   size_t first_default = np - d.defaults.size();
   for (size_t i = 0; i < np; ++i) {
-    if (bound[i]) continue;
+    if (is_bound(i)) continue;
     if (i >= first_default) {
-      std::shared_ptr<Frame> f = frame;
-      frame->set(d.params[i], eval(d.defaults[i - first_default].get(), f));
+      frame->set(d.param_ids[i], eval(d.defaults[i - first_default].get(), frame.get()));
     } else {
-      frame->set(d.params[i], Value::undef("parameter '" + d.params[i] + "' was not provided"));
+      frame->set(d.param_ids[i], Value::undef_param(d.param_strs[i]));
     }
   }
-  if (d.catch_varargs) frame->set("varargs", Value::tuple(std::move(extra)));
-  if (d.catch_kwargs) frame->set("kwargs", kwargs);
-  if (d.caller) frame->set("caller", have_caller ? caller : Value::undef("No caller defined"));
+  if (d.catch_varargs) frame->set(kNameVarargs, Value::tuple(std::move(extra)));
+  if (d.catch_kwargs) frame->set(kNameKwargs, kwargs);
+  static const Value no_caller = Value::undef("No caller defined");
+  if (d.caller) frame->set(kNameCaller, have_caller ? caller : no_caller.borrow());
+  if (direct) {
+    ++depth_;
+    exec(d.body, frame.get());  // on an error the render fails: depth_ needs no repair
+    --depth_;
+    return Value();
+  }
   std::string buf;
   std::string* saved = out_;
   out_ = &buf;
   ++depth_;
   try {
-    exec(d.body, frame);
+    exec(d.body, frame.get());
   } catch (...) {
     out_ = saved;
     --depth_;
@@ -342,87 +401,64 @@ Value Interp::call_macro(MacroObj& m, CallArgs& a) {
 }
 
 Value Interp::call(const Value& fn, CallArgs& a) {
-  if (fn.k == K::Func) return static_cast<FuncObj*>(fn.o.get())->call(*this, a);
+  if (fn.k == K::Func) return static_cast<FuncObj*>(fn.o)->call(*this, a);
   if (fn.k == K::Loop) return call_loop(fn, a);
   if (fn.k == K::Undef) undefined_error(fn);
   fail("TypeError", "'" + type_name(fn) + "' object is not callable");
 }
 
 // ------------------------------------------------------------------ attributes
-static bool is_mutating(K k, std::string_view name) {
-  static constexpr std::string_view list_mut[] = {"append", "extend", "insert", "remove", "sort", "reverse", "pop", "clear"};
-  static constexpr std::string_view dict_mut[] = {"update", "pop", "setdefault", "clear", "popitem"};
-  if (k == K::List) {
-    for (auto m : list_mut)
-      if (name == m) return true;
-  } else if (k == K::Dict) {
-    for (auto m : dict_mut)
-      if (name == m) return true;
-  }
-  return false;
-}
-
-static bool has_method(const Value& obj, std::string_view name) {
-  static constexpr std::string_view str_m[] = {"upper", "lower", "strip", "lstrip", "rstrip", "split", "rsplit", "startswith", "endswith",
-                                      "replace", "title", "capitalize", "format", "find", "rfind", "index", "rindex", "count",
-                                      "join", "splitlines", "isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower",
-                                      "isnumeric", "isdecimal", "istitle", "removeprefix", "removesuffix", "center", "ljust",
-                                      "rjust", "zfill", "partition", "rpartition", "swapcase", "casefold", "expandtabs", "encode",
-                                      "format_map", "isidentifier", "isprintable", "isascii", "translate", "maketrans"};
-  static constexpr std::string_view dict_m[] = {"items", "keys", "values", "get", "copy", "fromkeys",
-                                       "update", "pop", "setdefault", "clear", "popitem"};
-  static constexpr std::string_view list_m[] = {"index", "count", "copy", "append", "extend", "insert", "remove", "sort", "reverse", "pop", "clear"};
-  static constexpr std::string_view tuple_m[] = {"index", "count"};
-  auto in = [&](auto& tbl) {
-    for (auto m : tbl)
-      if (name == m) return true;
-    return false;
-  };
-  switch (obj.k) {
-    case K::Str: return in(str_m);
-    case K::Dict: return in(dict_m);
-    case K::List: return in(list_m);
-    case K::Tuple: return in(tuple_m);
+static bool has_method(K k, uint32_t info) {
+  switch (k) {
+    case K::Str: return info & kStrMethod;
+    case K::Dict: return info & kDictMethod;
+    case K::List: return info & kListMethod;
+    case K::Tuple: return info & kTupleMethod;
     default: return false;
   }
 }
+static bool is_mutating(K k, uint32_t info) {
+  return (k == K::List && (info & kListMutating)) || (k == K::Dict && (info & kDictMutating));
+}
 
-Value Interp::getattr(const Value& obj, const std::string& name) {
+Value Interp::getattr(const Value& obj, const std::string& name) { return getattr(obj, Value::str(name), kInfoUnknown); }
+
+Value Interp::getattr(const Value& obj, const Value& namev, uint32_t info) {
+  const std::string& name = namev.s();
+  if (info == kInfoUnknown) info = attr_info(name);
   if (obj.k == K::Undef) undefined_error(obj);
-  if (name.size() >= 2 && name[0] == '_' && name[1] == '_')
+  if (info & kDunder)
     return Value::undef("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.", true);
+  if (obj.k == K::Dict && !(info & kDictMethod)) {
+    if (const Value* v = obj.d().find_str(name)) return *v;
+    return Value::undef_attr(obj, namev);
+  }
   if (obj.k == K::NS) {
-    for (auto& [k, v] : static_cast<NSObj*>(obj.o.get())->attrs)
+    for (auto& [k, v] : static_cast<NSObj*>(obj.o)->attrs)
       if (k == name) return v;
     return Value::undef("'" + py_repr(obj) + "' has no attribute '" + name + "'");
   }
-  if (obj.k == K::Loop) return loop_attr(obj, name);
+  if (obj.k == K::Loop) return loop_attr(obj, int(info >> kLoopShift) - 1, name);
   if (obj.k == K::Func) {
-    auto* f = static_cast<FuncObj*>(obj.o.get());
+    auto* f = static_cast<FuncObj*>(obj.o);
     if (auto* c = dynamic_cast<CyclerLike*>(f)) {
       Value r;
-      if (c->attr(*this, name, r)) return r;
+      if (c->attr(*this, name, r, obj)) return r;
     }
     if (name == "name" && dynamic_cast<MacroObj*>(f)) return Value::str(static_cast<MacroObj*>(f)->def->name);
     return Value::undef("'function object' has no attribute '" + name + "'");
   }
-  if (has_method(obj, name)) {
-    if (is_mutating(obj.k, name))
+  if (has_method(obj.k, info)) {
+    if (is_mutating(obj.k, info))
       return Value::undef("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.", true);
-    auto m = std::make_shared<MethodObj>();
+    auto* m = new MethodObj();
     m->name = name;
     m->self = obj;
-    Value v;
-    v.k = K::Func;
-    v.o = std::move(m);
-    return v;
+    return Value::owning(K::Func, m);
   }
   if ((obj.k == K::Int || obj.k == K::Bool) && (name == "real" || name == "numerator")) return Value::integer(obj.k == K::Int ? obj.i : obj.b);
   if (obj.k == K::Float && name == "real") return obj;
-  if (obj.k == K::Dict) {
-    if (const Value* v = obj.d().find_str(name)) return *v;
-  }
-  return Value::undef_attr(obj, name);
+  return Value::undef_attr(obj, namev);
 }
 
 static bool slice_indices(int64_t len, const Value* start, const Value* stop, const Value* step, int64_t& b, int64_t& e, int64_t& st, Interp& in) {
@@ -444,9 +480,12 @@ static bool slice_indices(int64_t len, const Value* start, const Value* stop, co
   return true;
 }
 
-Value Interp::getitem(const Value& obj, const Value& key) {
+Value Interp::getitem(const Value& obj, const Value& key, uint32_t info) {
+  if (obj.k == K::Dict && key.k == K::Str) {  // the common case: message['role']
+    if (const Value* v = obj.d().find_str(key.s())) return *v;
+  }
   if (obj.k == K::Undef) undefined_error(obj);
-  if (key.k == K::Undef && key.o && static_cast<UndefObj*>(key.o.get())->security) undefined_error(key);
+  if (key.is_security()) undefined_error(key);
   switch (obj.k) {
     case K::List:
     case K::Tuple:
@@ -487,8 +526,8 @@ Value Interp::getitem(const Value& obj, const Value& key) {
     default: break;
   }
   if (key.k == K::Str) {
-    Value v = getattr(obj, key.s());
-    if (v.k == K::Undef && (!v.o || !static_cast<UndefObj*>(v.o.get())->security)) return Value::undef_attr(obj, key.s());
+    Value v = getattr(obj, key, info);
+    if (v.k == K::Undef && !v.is_security()) return Value::undef_attr(obj, key);
     return v;
   }
   return Value::undef("'" + type_name(obj) + " object' has no element " + py_repr(key));
@@ -517,41 +556,44 @@ Value Interp::slice(const Value& obj, const Value* start, const Value* stop, con
 }
 
 // ------------------------------------------------------------------ loop
-Value Interp::loop_attr(const Value& loop, const std::string& name) {
-  auto* l = static_cast<LoopObj*>(loop.o.get());
+Value Interp::loop_attr(const Value& loop, int attr, const std::string& name) {
+  auto* l = static_cast<LoopObj*>(loop.o);
   int64_t n = int64_t(l->items->size());
   int64_t i = int64_t(l->index0);
-  if (name == "index0") return Value::integer(i);
-  if (name == "index") return Value::integer(i + 1);
-  if (name == "revindex") return Value::integer(n - i);
-  if (name == "revindex0") return Value::integer(n - i - 1);
-  if (name == "first") return Value::boolean(i == 0);
-  if (name == "last") return Value::boolean(i == n - 1);
-  if (name == "length") return Value::integer(n);
-  if (name == "depth") return Value::integer(l->depth0 + 1);
-  if (name == "depth0") return Value::integer(l->depth0);
-  if (name == "previtem") return i > 0 ? (*l->items)[i - 1] : Value::undef("there is no previous item");
-  if (name == "nextitem") return i + 1 < n ? (*l->items)[i + 1] : Value::undef("there is no next item");
-  if (name == "cycle") {
-    Value self = loop;
-    return make_builtin("cycle", [self](Interp& in, CallArgs& a) -> Value {
-      if (a.pos.empty()) in.fail("TypeError", "no items for cycling given");
-      auto* lo = static_cast<LoopObj*>(self.o.get());
-      return a.pos[lo->index0 % a.pos.size()];
-    });
-  }
-  if (name == "changed") {
-    Value self = loop;
-    return make_builtin("changed", [self](Interp& in, CallArgs& a) -> Value {
-      auto* lo = static_cast<LoopObj*>(self.o.get());
-      Value cur = Value::tuple(a.pos);
-      if (!lo->has_last_changed || !py_equal(cur, lo->last_changed)) {
-        lo->has_last_changed = true;
-        lo->last_changed = cur;
-        return Value::boolean(true);
-      }
-      return Value::boolean(false);
-    });
+  switch (attr) {
+    case LA_index0: return Value::integer(i);
+    case LA_index: return Value::integer(i + 1);
+    case LA_revindex: return Value::integer(n - i);
+    case LA_revindex0: return Value::integer(n - i - 1);
+    case LA_first: return Value::boolean(i == 0);
+    case LA_last: return Value::boolean(i == n - 1);
+    case LA_length: return Value::integer(n);
+    case LA_depth: return Value::integer(l->depth0 + 1);
+    case LA_depth0: return Value::integer(l->depth0);
+    case LA_previtem: return i > 0 ? (*l->items)[i - 1] : Value::undef("there is no previous item");
+    case LA_nextitem: return i + 1 < n ? (*l->items)[i + 1] : Value::undef("there is no next item");
+    case LA_cycle: {
+      Value self = loop;
+      return make_builtin("cycle", [self](Interp& in, CallArgs& a) -> Value {
+        if (a.pos.empty()) in.fail("TypeError", "no items for cycling given");
+        auto* lo = static_cast<LoopObj*>(self.o);
+        return a.pos[lo->index0 % a.pos.size()];
+      });
+    }
+    case LA_changed: {
+      Value self = loop;
+      return make_builtin("changed", [self](Interp& in, CallArgs& a) -> Value {
+        auto* lo = static_cast<LoopObj*>(self.o);
+        Value cur = Value::tuple(a.pos.vec());
+        if (!lo->has_last_changed || !py_equal(cur, lo->last_changed)) {
+          lo->has_last_changed = true;
+          lo->last_changed = cur;
+          return Value::boolean(true);
+        }
+        return Value::boolean(false);
+      });
+    }
+    default: break;
   }
   return Value::undef("'LoopContext object' has no attribute '" + name + "'");
 }
@@ -666,6 +708,7 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
   }
   if (code == '%' && a.k == K::Str) return percent_format(a, b);
   type_err();
+  __builtin_unreachable();  // type_err() raises
 }
 
 static std::string fmt_float_fixed(double v, int prec) {
@@ -740,126 +783,232 @@ Value Interp::percent_format(const Value& fmt, const Value& args) {
 }
 
 // ------------------------------------------------------------------ tests
+enum TestId { T_boolean, T_callable, T_defined, T_divisibleby, T_eq, T_equalto, T_escaped, T_even, T_false, T_filter, T_float, T_ge, T_gt, T_greaterthan, T_in, T_integer, T_iterable, T_le, T_lessthan, T_lower, T_lt, T_mapping, T_ne, T_none, T_number, T_odd, T_sameas, T_sequence, T_string, T_test, T_true, T_undefined, T_upper, T_op_eq, T_op_ne, T_op_lt, T_op_le, T_op_gt, T_op_ge };
+
 bool Interp::apply_test(int id, const std::string& name, const Value& v, CallArgs& a) {
   auto arg0 = [&]() -> const Value& {
     if (a.pos.empty()) fail("TypeError", "test '" + name + "' needs an argument");
     return a.pos[0];
   };
   if (id < 0) fail("TemplateRuntimeError", "No test named '" + name + "' found.");
-  std::string_view n = kTests[id];
-  if (n == "defined") return v.k != K::Undef;
-  if (n == "undefined") return v.k == K::Undef;
-  if (n == "none") return v.k == K::None;
-  if (n == "string") return v.k == K::Str;
-  if (n == "mapping") return v.k == K::Dict;
-  if (n == "number") return v.k == K::Int || v.k == K::Float || v.k == K::Bool;
-  if (n == "integer") return v.k == K::Int;
-  if (n == "float") return v.k == K::Float;
-  if (n == "boolean") return v.k == K::Bool;
-  if (n == "true") return v.k == K::Bool && v.b;
-  if (n == "false") return v.k == K::Bool && !v.b;
-  if (n == "iterable") return v.k == K::Str || v.k == K::List || v.k == K::Tuple || v.k == K::Dict || v.k == K::Gen || v.k == K::Undef;
-  if (n == "sequence") return v.k == K::Str || v.k == K::List || v.k == K::Tuple || v.k == K::Dict || v.k == K::Undef;
-  if (n == "callable") return v.k == K::Func;
-  if (n == "escaped") return v.k == K::Str && v.markup;
-  if (n == "eq" || n == "equalto" || n == "==") return py_equal(v, arg0());
-  if (n == "ne" || n == "!=") return !py_equal(v, arg0());
-  if (n == "lt" || n == "lessthan" || n == "<") return less(v, arg0());
-  if (n == "gt" || n == "greaterthan" || n == ">") return less(arg0(), v);
-  if (n == "le" || n == "<=") return !less(arg0(), v);
-  if (n == "ge" || n == ">=") return !less(v, arg0());
-  if (n == "in") return contains(arg0(), v);
-  if (n == "sameas") {
+  if (id == T_defined) return v.k != K::Undef;
+  if (id == T_undefined) return v.k == K::Undef;
+  if (id == T_none) return v.k == K::None;
+  if (id == T_string) return v.k == K::Str;
+  if (id == T_mapping) return v.k == K::Dict;
+  if (id == T_number) return v.k == K::Int || v.k == K::Float || v.k == K::Bool;
+  if (id == T_integer) return v.k == K::Int;
+  if (id == T_float) return v.k == K::Float;
+  if (id == T_boolean) return v.k == K::Bool;
+  if (id == T_true) return v.k == K::Bool && v.b;
+  if (id == T_false) return v.k == K::Bool && !v.b;
+  if (id == T_iterable) return v.k == K::Str || v.k == K::List || v.k == K::Tuple || v.k == K::Dict || v.k == K::Gen || v.k == K::Undef;
+  if (id == T_sequence) return v.k == K::Str || v.k == K::List || v.k == K::Tuple || v.k == K::Dict || v.k == K::Undef;
+  if (id == T_callable) return v.k == K::Func;
+  if (id == T_escaped) return v.k == K::Str && v.markup;
+  if (id == T_eq || id == T_equalto || id == T_op_eq) return py_equal(v, arg0());
+  if (id == T_ne || id == T_op_ne) return !py_equal(v, arg0());
+  if (id == T_lt || id == T_lessthan || id == T_op_lt) return less(v, arg0());
+  if (id == T_gt || id == T_greaterthan || id == T_op_gt) return less(arg0(), v);
+  if (id == T_le || id == T_op_le) return !less(arg0(), v);
+  if (id == T_ge || id == T_op_ge) return !less(v, arg0());
+  if (id == T_in) return contains(arg0(), v);
+  if (id == T_sameas) {
     const Value& o = arg0();
     if (v.k != o.k) return false;
-    if (v.k == K::None || v.k == K::Undef) return v.k == K::None || v.o == o.o;
+    if (v.k == K::None || v.k == K::Undef) return v.k == K::None || v.same_undefined(o);
     if (v.k == K::Bool) return v.b == o.b;
     if (v.k == K::Int) return v.i == o.i && v.i >= -5 && v.i <= 256;
     return v.o && v.o == o.o;
   }
-  if (n == "divisibleby") {
+  if (id == T_divisibleby) {
     int64_t x = as_int(*this, v, "value"), y = as_int(*this, arg0(), "divisor");
     if (y == 0) fail("ZeroDivisionError", "integer division or modulo by zero");
     return x % y == 0;
   }
-  if (n == "even" || n == "odd") {
+  if (id == T_even || id == T_odd) {
     int64_t x = as_int(*this, v, "value");
-    return (x % 2 == 0) == (n == "even");
+    return (x % 2 == 0) == (id == T_even);
   }
-  if (n == "lower" || n == "upper") {
-    if (v.k != K::Str) fail("AttributeError", "'" + type_name(v) + "' object has no attribute 'is" + std::string(n) + "'");
+  if (id == T_lower || id == T_upper) {
+    if (v.k != K::Str) fail("AttributeError", "'" + type_name(v) + "' object has no attribute 'is" + std::string(kTests[id]) + "'");
     bool cased = false;
     for (unsigned char c : v.s()) {
-      if (std::isupper(c)) { if (n == "lower") return false; cased = true; }
-      if (std::islower(c)) { if (n == "upper") return false; cased = true; }
+      if (std::isupper(c)) { if (id == T_lower) return false; cased = true; }
+      if (std::islower(c)) { if (id == T_upper) return false; cased = true; }
     }
     return cased;
   }
-  if (n == "filter") return v.k == K::Str && filter_id(v.s()) >= 0;
-  if (n == "test") return v.k == K::Str && test_id(v.s()) >= 0;
+  if (id == T_filter) return v.k == K::Str && filter_id(v.s()) >= 0;
+  if (id == T_test) return v.k == K::Str && test_id(v.s()) >= 0;
   fail("TemplateRuntimeError", "test '" + name + "' is not supported");
 }
 
 // ------------------------------------------------------------------ expressions
-Value Interp::eval(const Expr* e, std::shared_ptr<Frame>& f) {
+Value Interp::lookup(const Expr* e, Frame* f) {
+  int id = e->id;
+  for (; !f->root; f = f->parent.get())
+    for (auto& [k, v] : f->vars)
+      if (k == id) return v;
+  // the root frame: variables set at the top level, else the render context (converted on
+  // first use), else the globals
+  uint8_t& st = pool_.ctx_state[size_t(id)];
+  if (st == 0) {
+    st = 1;
+    if (ctx_json_.is_object()) {
+      const std::string& name = parsed_.names[size_t(id)];
+      for (auto& [k, j] : ctx_json_.as_object())
+        if (str_eq(k, name)) {
+          pool_.ctx_vals[size_t(id)] = from_json_pooled(j, pool_);
+          st = 2;
+          break;
+        }
+    }
+  }
+  if (st == 2) return pool_.ctx_vals[size_t(id)];
+  int g = parsed_.name_global[size_t(id)];
+  if (g >= 0) return shared_globals_()[size_t(g)].second.borrow();
+  return Value::undef_name(e->cval);  // e->cval is borrowed (owned by the template)
+}
+
+Value Interp::eval_node(const Expr* e, Frame* f) {
   step();
   cur_pos_ = e->pos;
   switch (e->kind) {
-    case EK::Const: {
-      // AST constants outlive the render: hand out a non-owning reference (no refcounting)
-      Value v;
-      v.k = e->cval.k;
-      v.markup = e->cval.markup;
-      v.i = e->cval.i;
-      if (e->cval.o) v.o = std::shared_ptr<Obj>(std::shared_ptr<Obj>(), e->cval.o.get());
-      return v;
-    }
-    case EK::Name: {
-      if (Value* v = f->find(e->name)) return *v;
-      if (const Value* g = global(e->name)) return *g;
-      return Value::undef("'" + e->name + "' is undefined");
-    }
+    case EK::Const: return e->cval.borrow();  // AST constants outlive the render
+    case EK::Name: return lookup(e, f);
     case EK::Attr: {
       Value obj = eval(e->a.get(), f);
       cur_pos_ = e->pos;
-      return getattr(obj, e->name);
+      return getattr(obj, e->cval, e->info);
     }
     case EK::Item: {
+      if (e->b->kind == EK::Slice) return eval_slice(e, f);
       Value obj = eval(e->a.get(), f);
-      if (e->b->kind == EK::Slice) {
-        const Expr* s = e->b.get();
-        Value a, b, c;
-        if (s->a) a = eval(s->a.get(), f);
-        if (s->b) b = eval(s->b.get(), f);
-        if (s->c) c = eval(s->c.get(), f);
-        cur_pos_ = e->pos;
-        return slice(obj, s->a ? &a : nullptr, s->b ? &b : nullptr, s->c ? &c : nullptr);
-      }
       Value key = eval(e->b.get(), f);
       cur_pos_ = e->pos;
-      return getitem(obj, key);
+      return getitem(obj, key, e->info);
     }
+    case EK::Call: return eval_call(e, f);
+    case EK::Filter: return eval_filter(e, f);
+    case EK::Test: return eval_test(e, f);
+    case EK::Not: return Value::boolean(!truthy(eval(e->a.get(), f)));
+    case EK::And: {
+      Value l = eval(e->a.get(), f);
+      if (!truthy(l)) return l;
+      return eval(e->b.get(), f);
+    }
+    case EK::Or: {
+      Value l = eval(e->a.get(), f);
+      if (truthy(l)) return l;
+      return eval(e->b.get(), f);
+    }
+    case EK::Bin: {
+      if (e->op == '+') return add_chain(e, f, false, true);
+      Value l = eval(e->a.get(), f);
+      Value r = eval(e->b.get(), f);
+      cur_pos_ = e->pos;
+      return binop(e->name, l, r);
+    }
+    case EK::Compare: return eval_compare(e, f);
+    case EK::Cond: {
+      if (truthy(eval(e->a.get(), f))) return eval(e->b.get(), f);
+      if (e->c) return eval(e->c.get(), f);
+      static const Value no_else = Value::undef("the inline if-expression evaluated to false and no else section was defined.");
+      return no_else.borrow();
+    }
+    default: return eval_other(e, f);
+  }
+}
+
+Value Interp::eval_name_key(const Expr* e, Frame* f) {
+  const Expr* n = e->a.get();
+  steps_ += e->kind == EK::Item ? 2 : 1;  // this node and the constant key; the name's below
+  step();
+  cur_pos_ = n->pos;
+  Value obj = lookup(n, f);
+  cur_pos_ = e->pos;
+  const Value& key = e->kind == EK::Item ? e->b->cval : e->cval;
+  if (obj.k == K::Dict && (e->kind == EK::Item || !(e->info & kDictMethod)))
+    if (const Value* v = obj.d().find_str(key.s())) return *v;
+  if (e->kind == EK::Item) return getitem(obj, key, e->info);
+  return getattr(obj, key, e->info);
+}
+
+Value Interp::eval_slice(const Expr* e, Frame* f) {
+  Value obj = eval(e->a.get(), f);
+  const Expr* s = e->b.get();
+  Value a, b, c;
+  if (s->a) a = eval(s->a.get(), f);
+  if (s->b) b = eval(s->b.get(), f);
+  if (s->c) c = eval(s->c.get(), f);
+  cur_pos_ = e->pos;
+  return slice(obj, s->a ? &a : nullptr, s->b ? &b : nullptr, s->c ? &c : nullptr);
+}
+
+Value Interp::eval_call(const Expr* e, Frame* f) {
+  const Expr* callee = e->a.get();
+  if (callee->kind == EK::Attr) {
+    // obj.method(...): call the str/dict/list method without a bound-method object
+    Value obj = eval(callee->a.get(), f);
+    cur_pos_ = callee->pos;
+    step();  // the attribute lookup's step
+    if (has_method(obj.k, callee->info) && !is_mutating(obj.k, callee->info) && !(callee->info & kDunder)) {
+      CallArgs args = eval_args(e, f);
+      cur_pos_ = e->pos;
+      return call_method(obj, callee->name, args);
+    }
+    Value fn = getattr(obj, callee->cval, callee->info);
+    CallArgs args = eval_args(e, f);
+    cur_pos_ = e->pos;
+    return call(fn, args);
+  }
+  Value fn = eval(callee, f);
+  CallArgs args = eval_args(e, f);
+  cur_pos_ = e->pos;
+  return call(fn, args);
+}
+
+Value Interp::eval_filter(const Expr* e, Frame* f) {
+  Value v = e->a ? eval(e->a.get(), f) : Value();
+  CallArgs args = eval_args(e, f);
+  cur_pos_ = e->pos;
+  if (e->id < 0) fail("TemplateRuntimeError", "No filter named '" + e->name + "' found.");
+  return apply_filter(e->id, v, args, f);
+}
+
+Value Interp::eval_test(const Expr* e, Frame* f) {
+  Value v = eval(e->a.get(), f);
+  CallArgs args = eval_args(e, f);
+  cur_pos_ = e->pos;
+  bool r = apply_test(e->id, e->name, v, args);  // id < 0: unknown test, raises here
+  return Value::boolean(e->negated ? !r : r);
+}
+
+Value Interp::eval_compare(const Expr* e, Frame* f) {
+  Value l = eval(e->a.get(), f);
+  for (size_t i = 0; i < e->ops.size(); ++i) {
+    Value r = eval(e->kids[i].get(), f);
+    cur_pos_ = e->pos;
+    const std::string& op = e->ops[i];
+    const char c0 = op[0];
+    const bool two = op.size() == 2;
+    bool ok;
+    if (c0 == '=') ok = (l.k == K::Str && r.k == K::Str) ? str_eq(l.s(), r.s()) : py_equal(l, r);
+    else if (c0 == '!') ok = !((l.k == K::Str && r.k == K::Str) ? str_eq(l.s(), r.s()) : py_equal(l, r));
+    else if (c0 == '<') ok = two ? !less(r, l) : less(l, r);
+    else if (c0 == '>') ok = two ? !less(l, r) : less(r, l);
+    else if (c0 == 'i') ok = contains(r, l);
+    else ok = !contains(r, l);
+    if (!ok) return Value::boolean(false);
+    l = std::move(r);
+  }
+  return Value::boolean(true);
+}
+
+Value Interp::eval_other(const Expr* e, Frame* f) {
+  switch (e->kind) {
     case EK::Slice: fail("TemplateRuntimeError", "slice outside of a subscript");
-    case EK::Call: {
-      Value fn = eval(e->a.get(), f);
-      CallArgs args = eval_args(e, f);
-      cur_pos_ = e->pos;
-      return call(fn, args);
-    }
-    case EK::Filter: {
-      Value v = e->a ? eval(e->a.get(), f) : Value();
-      CallArgs args = eval_args(e, f);
-      cur_pos_ = e->pos;
-      if (e->id < 0) fail("TemplateRuntimeError", "No filter named '" + e->name + "' found.");
-      return apply_filter(e->id, v, args, f);
-    }
-    case EK::Test: {
-      Value v = eval(e->a.get(), f);
-      CallArgs args = eval_args(e, f);
-      cur_pos_ = e->pos;
-      bool r = apply_test(e->id, e->name, v, args);  // id < 0: unknown test, raises here
-      return Value::boolean(e->negated ? !r : r);
-    }
     case EK::Neg:
     case EK::Pos: {
       Value v = eval(e->a.get(), f);
@@ -873,48 +1022,6 @@ Value Interp::eval(const Expr* e, std::shared_ptr<Frame>& f) {
       }
       if (v.k == K::Float) return Value::flt(e->kind == EK::Neg ? -v.f : v.f);
       fail("TypeError", std::string("bad operand type for unary ") + (e->kind == EK::Neg ? "-" : "+") + ": '" + type_name(v) + "'");
-    }
-    case EK::Not: return Value::boolean(!truthy(eval(e->a.get(), f)));
-    case EK::And: {
-      Value l = eval(e->a.get(), f);
-      if (!truthy(l)) return l;
-      return eval(e->b.get(), f);
-    }
-    case EK::Or: {
-      Value l = eval(e->a.get(), f);
-      if (truthy(l)) return l;
-      return eval(e->b.get(), f);
-    }
-    case EK::Bin: {
-      Value l = eval(e->a.get(), f);
-      Value r = eval(e->b.get(), f);
-      cur_pos_ = e->pos;
-      return binop(e->name, l, r);
-    }
-    case EK::Compare: {
-      Value l = eval(e->a.get(), f);
-      for (size_t i = 0; i < e->ops.size(); ++i) {
-        Value r = eval(e->kids[i].get(), f);
-        cur_pos_ = e->pos;
-        const std::string& op = e->ops[i];
-        const char c0 = op[0];
-        const bool two = op.size() == 2;
-        bool ok;
-        if (c0 == '=') ok = py_equal(l, r);
-        else if (c0 == '!') ok = !py_equal(l, r);
-        else if (c0 == '<') ok = two ? !less(r, l) : less(l, r);
-        else if (c0 == '>') ok = two ? !less(l, r) : less(r, l);
-        else if (c0 == 'i') ok = contains(r, l);
-        else ok = !contains(r, l);
-        if (!ok) return Value::boolean(false);
-        l = std::move(r);
-      }
-      return Value::boolean(true);
-    }
-    case EK::Cond: {
-      if (truthy(eval(e->a.get(), f))) return eval(e->b.get(), f);
-      if (e->c) return eval(e->c.get(), f);
-      return Value::undef("the inline if-expression evaluated to false and no else section was defined.");
     }
     case EK::List:
     case EK::Tuple: {
@@ -937,18 +1044,136 @@ Value Interp::eval(const Expr* e, std::shared_ptr<Frame>& f) {
       std::string s;
       for (auto& k : e->kids) {
         Value v = eval(k.get(), f);
-        if (v.k == K::Undef && v.o && static_cast<UndefObj*>(v.o.get())->security) undefined_error(v);
-        s += to_output(v);
+        if (v.is_security()) undefined_error(v);
+        if (v.k == K::Str) s += v.s();
+        else if (v.k != K::Undef) s += py_str(v);
         cur_pos_ = e->pos;
         check_size(s.size());
       }
       return Value::str(std::move(s));
     }
+    default: break;
   }
   fail("TemplateRuntimeError", "unknown expression");
 }
 
-CallArgs Interp::eval_args(const Expr* e, std::shared_ptr<Frame>& f) {
+// a + b + c + ... (the left spine of '+' nodes): while the operands are plain strings they
+// are joined once at the end (or, when `direct`, written to the output piece by piece)
+// instead of building every intermediate string. Evaluation order, errors, steps and the size
+// accounting are those of evaluating the nodes one by one. `stepped`: the outermost node's
+// step was already taken.
+Value Interp::add_chain(const Expr* e, Frame* f, bool direct, bool stepped) {
+  const Expr* spine[32];
+  size_t n = 0;
+  const Expr* x = e;
+  while (x->kind == EK::Bin && x->op == '+' && n < 32) {
+    spine[n++] = x;
+    x = x->a.get();
+  }
+  // spine[n-1] is the innermost '+': its left operand is x
+  for (size_t i = stepped ? 1 : 0; i < n; ++i) step();  // the '+' nodes, evaluated before their operands
+  SmallVec<Value, 8> parts;
+  uint64_t total = 0;
+  Value acc;
+  cur_pos_ = spine[n - 1]->pos;
+  Value first = eval(x, f);
+  bool plain = first.k == K::Str && !first.markup;
+  if (plain) {
+    total = first.s().size();
+    parts.push_back(std::move(first));
+  } else {
+    acc = std::move(first);
+  }
+  for (size_t i = n; i-- > 0;) {
+    const Expr* node = spine[i];
+    Value r = eval(node->b.get(), f);
+    cur_pos_ = node->pos;
+    if (plain && r.k == K::Str && !r.markup) {
+      total += r.s().size();
+      check_size(total);
+      parts.push_back(std::move(r));
+      continue;
+    }
+    if (plain) {
+      // materialize what was deferred, then continue as one node at a time
+      plain = false;
+      if (parts.size() == 1) acc = std::move(parts[0]);
+      else {
+        std::string s;
+        s.reserve(total);
+        for (auto& p : parts) s += p.s();
+        acc = Value::str(std::move(s));
+      }
+      parts.clear();
+    }
+    acc = binop(node->name, acc, r);
+  }
+  if (direct) {
+    if (plain) {
+      for (auto& p : parts) emit(p.s());
+    } else {
+      cur_pos_ = e->pos;
+      emit_value(acc);
+    }
+    return Value();
+  }
+  if (!plain) return acc;
+  std::string s;
+  s.reserve(total);
+  for (auto& p : parts) s += p.s();
+  return Value::str(std::move(s));
+}
+
+// `{{ a ~ b ~ c }}` and `{{ a + b + c }}` with plain strings: the pieces go to the output
+// without building the joined string. Evaluation order, errors and the size accounting are
+// those of eval().
+void Interp::output(const Expr* e, Frame* f) {
+  if (e->kind == EK::Concat) {
+    step();
+    uint64_t total = 0;
+    for (auto& k : e->kids) {
+      Value v = eval(k.get(), f);
+      if (v.is_security()) undefined_error(v);
+      cur_pos_ = e->pos;
+      if (v.k == K::Str) {
+        total += v.s().size();
+        check_size(total);
+        emit(v.s());
+      } else if (v.k != K::Undef) {
+        std::string s = py_str(v);
+        total += s.size();
+        check_size(total);
+        emit(s);
+      } else {
+        check_size(total);
+      }
+    }
+    return;
+  }
+  if (e->kind == EK::Bin && e->op == '+') {
+    add_chain(e, f, true, false);
+    return;
+  }
+  if (e->kind == EK::Call && e->a->kind == EK::Name) {
+    // {{ macro(...) }}: the macro writes straight into the output
+    step();
+    cur_pos_ = e->pos;
+    Value fn = eval(e->a.get(), f);
+    CallArgs args = eval_args(e, f);
+    cur_pos_ = e->pos;
+    if (fn.k == K::Func)
+      if (auto* m = dynamic_cast<MacroObj*>(static_cast<FuncObj*>(fn.o))) {
+        call_macro(*m, args, true);
+        return;
+      }
+    emit_value(call(fn, args));
+    return;
+  }
+  Value v = eval(e, f);
+  emit_value(v);
+}
+
+CallArgs Interp::eval_args(const Expr* e, Frame* f) {
   CallArgs a;
   a.pos.reserve(e->kids.size());
   for (auto& k : e->kids) a.pos.push_back(eval(k.get(), f));
@@ -966,19 +1191,18 @@ CallArgs Interp::eval_args(const Expr* e, std::shared_ptr<Frame>& f) {
 }
 
 // ------------------------------------------------------------------ statements
-void Interp::assign(const Expr* target, const Value& v, std::shared_ptr<Frame>& f) {
+void Interp::assign(const Expr* target, const Value& v, Frame* f) {
   if (target->kind == EK::Name) {
-    f->set(target->name, v);
+    f->set(target->id, v);
     return;
   }
   if (target->kind == EK::Attr) {
-    Value* ns = f->find(target->a->name);
-    const Value* g = ns ? ns : global(target->a->name);
-    if (!g || g->k != K::NS) {
+    Value g = lookup(target->a.get(), f);
+    if (g.k != K::NS) {
       cur_pos_ = target->pos;
       fail("TemplateRuntimeError", "cannot assign attribute on non-namespace object");
     }
-    auto* o = static_cast<NSObj*>(g->o.get());
+    auto* o = static_cast<NSObj*>(g.o);
     for (auto& [k, val] : o->attrs)
       if (k == target->name) { val = v; return; }
     o->attrs.emplace_back(target->name, v);
@@ -994,7 +1218,7 @@ void Interp::assign(const Expr* target, const Value& v, std::shared_ptr<Frame>& 
   for (size_t i = 0; i < items.size(); ++i) assign(target->kids[i].get(), items[i], f);
 }
 
-Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
+Interp::Flow Interp::exec(const Body& body, Frame* f) {
   for (auto& stp : body) {
     const Stmt* st = stp.get();
     step();
@@ -1005,13 +1229,7 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
         if (!st->fragments.empty())
           for (auto& fr : st->fragments) fragments_hit_.push_back(fr);
         break;
-      case SK::Output: {
-        Value v = eval(st->expr.get(), f);
-        cur_pos_ = st->pos;
-        if (v.k == K::Str) emit(v.s());
-        else if (v.k != K::Undef) emit(py_str(v));
-        break;
-      }
+      case SK::Output: output(st->expr.get(), f); break;
       case SK::If: {
         for (auto& [cond, b] : st->branches) {
           if (!cond || truthy(eval(cond.get(), f))) {
@@ -1039,26 +1257,18 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
         break;
       }
       case SK::Macro: {
-        auto m = std::make_shared<MacroObj>();
-        m->name = st->macro->name;
-        m->def = st->macro;
-        m->closure = f;
-        cyclic_.push_back(m);
-        Value v;
-        v.k = K::Func;
-        v.o = std::move(m);
-        f->set(st->macro->name, v);
+        auto* m = track(new MacroObj());
+        Value v = Value::owning(K::Func, m);
+        m->def = st->macro.get();
+        m->closure = FrameRef::retain(f);
+        f->set(st->macro->name_id, v);
         break;
       }
       case SK::CallBlock: {
-        auto m = std::make_shared<MacroObj>();
-        m->name = "caller";
-        m->def = st->macro;
-        m->closure = f;
-        cyclic_.push_back(m);
-        Value cv;
-        cv.k = K::Func;
-        cv.o = std::move(m);
+        auto* m = track(new MacroObj());
+        Value cv = Value::owning(K::Func, m);
+        m->def = st->macro.get();
+        m->closure = FrameRef::retain(f);
         const Expr* ce = st->expr.get();
         Value fn = eval(ce->a.get(), f);
         CallArgs args = eval_args(ce, f);
@@ -1081,12 +1291,12 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
         break;
       }
       case SK::With: {
-        auto inner = std::make_shared<Frame>();
-        inner->parent = f;
+        FrameRef inner(new Frame());
+        inner->parent = FrameRef::retain(f);
         std::vector<Value> vals;
         for (auto& [t, ex] : st->with_vars) vals.push_back(eval(ex.get(), f));
-        for (size_t i = 0; i < vals.size(); ++i) assign(st->with_vars[i].first.get(), vals[i], inner);
-        Flow fl = exec(st->body, inner);
+        for (size_t i = 0; i < vals.size(); ++i) assign(st->with_vars[i].first.get(), vals[i], inner.get());
+        Flow fl = exec(st->body, inner.get());
         if (fl != Flow::Normal) return fl;
         break;
       }
@@ -1096,13 +1306,13 @@ Interp::Flow Interp::exec(const Body& body, std::shared_ptr<Frame>& f) {
   return Flow::Normal;
 }
 
-Interp::Flow Interp::exec_for(const Stmt* st, std::shared_ptr<Frame>& f) {
+Interp::Flow Interp::exec_for(const Stmt* st, Frame* f) {
   Value seq = eval(st->expr.get(), f);
   cur_pos_ = st->pos;
   return run_loop(st, seq, f, 0);
 }
 
-Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, std::shared_ptr<Frame>& f, uint32_t depth0) {
+Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, Frame* f, uint32_t depth0) {
   if (depth0 > opts_.max_depth) fail("BudgetExceeded", "render stopped: recursive loop deeper than " + std::to_string(opts_.max_depth));
   std::vector<Value> owned;
   const std::vector<Value>* itp;
@@ -1111,34 +1321,41 @@ Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, std::shared_ptr<
     owned = iterate(seq);
     itp = &owned;
   }
-  auto frame = std::make_shared<Frame>();
-  frame->parent = f;
+  FrameRef frame(new Frame());
+  frame->parent = FrameRef::retain(f);
   if (st->test) {
     std::vector<Value>& items = owned;
     std::vector<Value> kept;
     for (auto& it : items) {
-      assign(st->target.get(), it, frame);
-      if (truthy(eval(st->test.get(), frame))) kept.push_back(it);
+      assign(st->target.get(), it, frame.get());
+      if (truthy(eval(st->test.get(), frame.get()))) kept.push_back(it);
     }
     items = std::move(kept);
   }
   const std::vector<Value>& items = *itp;
   if (items.empty()) {
-    if (!st->else_body.empty()) return exec(st->else_body, frame);
+    if (!st->else_body.empty()) return exec(st->else_body, frame.get());
     return Flow::Normal;
   }
-  auto lo = std::make_shared<LoopObj>();
-  cyclic_.push_back(lo);
+  if (!st->uses_loop && !st->recursive) {
+    // the body never reads `loop`: no loop object
+    for (size_t i = 0; i < items.size(); ++i) {
+      cur_pos_ = st->pos;
+      assign(st->target.get(), items[i], frame.get());
+      Flow fl = exec(st->body, frame.get());
+      if (fl == Flow::Break) break;
+    }
+    return Flow::Normal;
+  }
+  auto* lo = track(new LoopObj());
+  Value loopv = Value::owning(K::Loop, lo);
   lo->items = const_cast<std::vector<Value>*>(&items);
   lo->depth0 = depth0;
   if (st->recursive) {
     lo->stmt = st;
-    lo->outer = f;
+    lo->outer = FrameRef::retain(f);
   }
-  Value loopv;
-  loopv.k = K::Loop;
-  loopv.o = lo;
-  frame->set("loop", loopv);
+  frame->set(kNameLoop, loopv);
   struct Reset {
     LoopObj* l;
     ~Reset() {
@@ -1146,27 +1363,27 @@ Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, std::shared_ptr<
       l->items = &empty;  // a loop object that escapes its loop stays inert
       l->outer.reset();
     }
-  } reset{lo.get()};
+  } reset{lo};
   for (size_t i = 0; i < items.size(); ++i) {
     lo->index0 = i;
     cur_pos_ = st->pos;
-    assign(st->target.get(), items[i], frame);
-    Flow fl = exec(st->body, frame);
+    assign(st->target.get(), items[i], frame.get());
+    Flow fl = exec(st->body, frame.get());
     if (fl == Flow::Break) break;
   }
   return Flow::Normal;
 }
 
 Value Interp::call_loop(const Value& loop, CallArgs& a) {
-  auto* lo = static_cast<LoopObj*>(loop.o.get());
+  auto* lo = static_cast<LoopObj*>(loop.o);
   if (!lo->stmt || !lo->outer) fail("TypeError", "Tried to call non recursive loop.  Maybe you forgot the 'recursive' modifier.");
   if (a.pos.size() != 1) fail("TypeError", "loop() takes exactly one argument");
   std::string buf;
   std::string* saved = out_;
   out_ = &buf;
-  std::shared_ptr<Frame> outer = lo->outer;
+  FrameRef outer = lo->outer;
   try {
-    run_loop(lo->stmt, a.pos[0], outer, lo->depth0 + 1);
+    run_loop(lo->stmt, a.pos[0], outer.get(), lo->depth0 + 1);
   } catch (...) {
     out_ = saved;
     throw;
@@ -1176,37 +1393,24 @@ Value Interp::call_loop(const Value& loop, CallArgs& a) {
 }
 
 // ------------------------------------------------------------------ globals
-// The globals are stateless builtins, built once and shared by every render.
-static std::vector<std::pair<std::string, Value>>& shared_globals() {
-  static auto* g = new std::vector<std::pair<std::string, Value>>;
-  return *g;
-}
-
-const Value* Interp::global(const std::string& name) {
-  for (auto& [k, v] : shared_globals())
-    if (k == name) return &v;
-  return nullptr;
-}
-
 struct CyclerObj : CyclerLike {
   std::vector<Value> items;
   size_t pos = 0;
   Value call(Interp& in, CallArgs&) override { in.fail("TypeError", "'Cycler' object is not callable"); }
-  bool attr(Interp& in, const std::string& name, Value& out) override {
+  bool attr(Interp& in, const std::string& name, Value& out, const Value& self) override {
     if (name == "current") { out = items[pos]; return true; }
     if (name == "next") {
-      auto self = std::static_pointer_cast<CyclerObj>(shared_from_this_());
       out = in.make_builtin("next", [self](Interp&, CallArgs&) -> Value {
-        Value r = self->items[self->pos];
-        self->pos = (self->pos + 1) % self->items.size();
+        auto* c = static_cast<CyclerObj*>(self.o);
+        Value r = c->items[c->pos];
+        c->pos = (c->pos + 1) % c->items.size();
         return r;
       });
       return true;
     }
     if (name == "reset") {
-      auto self = std::static_pointer_cast<CyclerObj>(shared_from_this_());
       out = in.make_builtin("reset", [self](Interp&, CallArgs&) -> Value {
-        self->pos = 0;
+        static_cast<CyclerObj*>(self.o)->pos = 0;
         return Value::none();
       });
       return true;
@@ -1253,21 +1457,18 @@ void Interp::install_globals() {
     return d;
   }));
   globals_.emplace_back("namespace", make_builtin("namespace", [](Interp& in, CallArgs& a) -> Value {
-    auto ns = std::make_shared<NSObj>();
-    in.cyclic_.push_back(ns);
+    auto* ns = in.track(new NSObj());
+    Value v = Value::owning(K::NS, ns);
     for (auto& p : a.pos) {
       if (p.k != K::Dict) in.fail("TypeError", "namespace() positional argument must be a mapping");
-      for (auto& [k, v] : p.d().v) ns->attrs.emplace_back(py_str(k), v);
+      for (auto& [k, x] : p.d().v) ns->attrs.emplace_back(py_str(k), x);
     }
-    for (auto& [k, v] : a.kw) {
+    for (auto& [k, x] : a.kw) {
       bool set = false;
       for (auto& [nk, nv] : ns->attrs)
-        if (nk == k) { nv = v; set = true; }
-      if (!set) ns->attrs.emplace_back(k, v);
+        if (nk == k) { nv = x; set = true; }
+      if (!set) ns->attrs.emplace_back(k, x);
     }
-    Value v;
-    v.k = K::NS;
-    v.o = std::move(ns);
     return v;
   }));
   globals_.emplace_back("raise_exception", make_builtin("raise_exception", [](Interp& in, CallArgs& a) -> Value {
@@ -1299,52 +1500,46 @@ void Interp::install_globals() {
   }));
   globals_.emplace_back("cycler", make_builtin("cycler", [](Interp& in, CallArgs& a) -> Value {
     if (a.pos.empty()) in.fail("RuntimeError", "at least one item has to be provided");
-    auto c = std::make_shared<CyclerObj>();
+    auto* c = new CyclerObj();
+    Value v = Value::owning(K::Func, c);
     c->name = "Cycler";
-    c->items = a.pos;
-    c->self_ = c;
-    Value v;
-    v.k = K::Func;
-    v.o = c;
+    c->items = a.pos.vec();
     return v;
   }));
 }
 
+
 // ------------------------------------------------------------------ entry
-Interp::Interp(const Parsed& p, const Options& o) : parsed_(p), opts_(o) {
+Interp::Interp(const Parsed& p, const Options& o, const json::Value& ctx, ContextPool& pool)
+    : parsed_(p), opts_(o), ctx_json_(ctx), pool_(pool) {
+  root_.root = &pool;
   static std::once_flag once;
   std::call_once(once, [this] {
     install_globals();
-    shared_globals() = std::move(globals_);
+    shared_globals_() = std::move(globals_);
   });
 }
 
 Interp::~Interp() {
-  for (auto& w : cyclic_) {
-    std::shared_ptr<Obj> o = w.lock();
-    if (!o) continue;
-    if (auto* m = dynamic_cast<MacroObj*>(o.get())) m->closure.reset();
-    else if (auto* n = dynamic_cast<NSObj*>(o.get())) n->attrs.clear();
-    else if (auto* l = dynamic_cast<LoopObj*>(o.get())) {
-      l->last_changed = Value();
-      l->outer.reset();
-    }
+  // the root frame's variables (they live in the reused pool)
+  for (size_t i = 0; i < parsed_.names.size(); ++i) pool_.ctx_vals[i] = Value();
+  // Whatever is still alive here is kept alive by reference cycles only: drop the
+  // references of the objects that can close one.
+  while (cyc_head_) {
+    CycLink* c = cyc_head_;
+    Obj* o = c->self();
+    ++o->rc;
+    c->unlink();
+    c->drop_refs();
+    if (--o->rc == 0) delete o;
   }
 }
 
-std::string Interp::run(const Value& ctx) {
-  auto root = std::make_shared<Frame>();
-  if (ctx.k == K::Dict) root->vars.reserve(ctx.d().v.size() + 8);
-  if (ctx.k == K::Dict)
-    for (auto& [k, v] : ctx.d().v)
-      if (k.k == K::Str) root->vars.emplace_back(k.s(), v);
-  std::string out;
-  out.reserve(parsed_.source.size() + 1024);
-  out_ = &out;
-  exec(parsed_.body, root);
-  // break reference cycles (macros capture the frame that holds them)
-  root->vars.clear();
-  return out;
+std::string Interp::run() {
+  // rendered into the reused buffer, returned as a string of exactly the output's size
+  out_ = &pool_.out;
+  exec(parsed_.body, &root_);
+  return std::string(pool_.out);
 }
 
 }  // namespace ckpt::jinja

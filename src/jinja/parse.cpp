@@ -1278,6 +1278,121 @@ void check_body(const Body& b, bool soft) {
   }
 }
 
+// After parsing: interns every variable name (frames then compare integer ids), records
+// what each attribute name can denote, marks the loops whose body reads `loop`, and takes
+// the AST's constant objects out of reference counting (renders on several threads share
+// them; Values only borrow them).
+struct Resolver {
+  Parsed& p;
+
+  int intern(const std::string& n) {
+    for (size_t i = 0; i < p.names.size(); ++i)
+      if (p.names[i] == n) return int(i);
+    p.names.push_back(n);
+    return int(p.names.size() - 1);
+  }
+  void own(Value& v) {
+    if (!v.counted) return;
+    p.consts.emplace_back(v.o);
+    v.counted = false;
+  }
+  void expr(Expr* e) {
+    if (!e) return;
+    switch (e->kind) {
+      case EK::Name:
+        e->id = intern(e->name);
+        e->cval = Value::str(e->name);
+        own(e->cval);
+        break;
+      case EK::Attr:
+        e->info = attr_info(e->name);
+        e->cval = Value::str(e->name);
+        own(e->cval);
+        e->name_key = e->a && e->a->kind == EK::Name;
+        break;
+      case EK::Item:
+        if (e->b && e->b->kind == EK::Const && e->b->cval.k == K::Str) {
+          e->info = attr_info(e->b->cval.s());
+          e->name_key = e->a && e->a->kind == EK::Name;
+        } else {
+          e->info = kInfoUnknown;
+        }
+        break;
+      case EK::Bin:
+        e->op = e->name.size() == 1 ? e->name[0] : (e->name[0] == '/' ? 'F' : 'P');
+        break;
+      default: own(e->cval);
+    }
+    expr(e->a.get());
+    expr(e->b.get());
+    expr(e->c.get());
+    for (auto& k : e->kids) expr(k.get());
+    for (auto& kw : e->kwargs) expr(kw.second.get());
+    expr(e->dyn_args.get());
+    expr(e->dyn_kwargs.get());
+  }
+  void macro(MacroDef& m) {
+    m.name_id = intern(m.name);
+    for (auto& prm : m.params) {
+      m.param_ids.push_back(intern(prm));
+      m.param_strs.push_back(Value::str(prm));
+      own(m.param_strs.back());
+    }
+    for (auto& d : m.defaults) expr(d.get());
+    body(m.body);
+  }
+  void stmt(Stmt* st) {
+    expr(st->expr.get());
+    expr(st->target.get());
+    expr(st->test.get());
+    expr(st->filter.get());
+    for (auto& br : st->branches) {
+      expr(br.first.get());
+      body(br.second);
+    }
+    for (auto& wv : st->with_vars) {
+      expr(wv.first.get());
+      expr(wv.second.get());
+    }
+    if (st->macro) macro(*st->macro);
+    body(st->body);
+    body(st->else_body);
+    if (st->kind == SK::For) st->uses_loop = reads_loop(st->body) || reads_loop_expr(st->test.get());
+  }
+  void body(Body& b) {
+    for (auto& st : b) stmt(st.get());
+  }
+  // Whether `loop` is read anywhere below (conservative: nested scopes count).
+  static bool reads_loop_expr(const Expr* e) {
+    if (!e) return false;
+    if (e->kind == EK::Name && e->name == "loop") return true;
+    if (reads_loop_expr(e->a.get()) || reads_loop_expr(e->b.get()) || reads_loop_expr(e->c.get())) return true;
+    for (auto& k : e->kids)
+      if (reads_loop_expr(k.get())) return true;
+    for (auto& kw : e->kwargs)
+      if (reads_loop_expr(kw.second.get())) return true;
+    return reads_loop_expr(e->dyn_args.get()) || reads_loop_expr(e->dyn_kwargs.get());
+  }
+  static bool reads_loop(const Body& b) {
+    for (auto& st : b) {
+      if (reads_loop_expr(st->expr.get()) || reads_loop_expr(st->target.get()) || reads_loop_expr(st->test.get()) ||
+          reads_loop_expr(st->filter.get()))
+        return true;
+      for (auto& br : st->branches)
+        if (reads_loop_expr(br.first.get()) || reads_loop(br.second)) return true;
+      for (auto& wv : st->with_vars)
+        if (reads_loop_expr(wv.first.get()) || reads_loop_expr(wv.second.get())) return true;
+      if (st->macro) {
+        for (auto& d : st->macro->defaults)
+          if (reads_loop_expr(d.get())) return true;
+        if (reads_loop(st->macro->body)) return true;
+      }
+      if (reads_loop(st->body) || reads_loop(st->else_body)) return true;
+    }
+    return false;
+  }
+};
+
 }  // namespace
 
 std::string normalize_source(std::string_view text) { return normalize(text); }
@@ -1290,6 +1405,9 @@ std::unique_ptr<Parsed> parse_template(std::string_view text, const Options& opt
   Parser ps(std::move(toks), opts, *out);
   out->body = ps.parse_all();
   check_body(out->body, false);
+  for (const char* reserved : {"loop", "varargs", "kwargs", "caller"}) out->names.push_back(reserved);
+  Resolver{*out}.body(out->body);
+  for (auto& n : out->names) out->name_global.push_back(global_id(n));
   return out;
 }
 

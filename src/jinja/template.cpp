@@ -136,10 +136,13 @@ RenderResult Template::render(const json::Value& context) const { return render(
 RenderResult Template::render(const json::Value& context, const Options& options) const {
   RenderResult res;
   const Parsed& p = *impl_->parsed;
-  ContextPool pool;  // declared before the interpreter: it outlives every Value of the render
-  Interp in(p, options);
+  // The converted context lives in a per-thread pool that keeps its storage between renders;
+  // it outlives every Value of the render (the interpreter is destroyed first).
+  thread_local ContextPool pool;
+  pool.reset(p.names.size());
+  Interp in(p, options, context, pool);
   try {
-    res.output = in.run(from_json_pooled(context, pool));
+    res.output = in.run();
   } catch (const JError& e) {
     auto [l, c] = locate(p.source, e.pos);
     res.error = Error{Error::Phase::render, e.type, e.message, impl_->source_name, l, c};
@@ -148,7 +151,7 @@ RenderResult Template::render(const json::Value& context, const Options& options
     res.error = Error{Error::Phase::render, "MemoryError", "out of memory while rendering", impl_->source_name, l, c};
   }
   if (res.ok()) {
-    auto hits = in.fragments_hit_;
+    auto& hits = in.fragments_hit_;
     std::sort(hits.begin(), hits.end());
     hits.erase(std::unique(hits.begin(), hits.end()), hits.end());
     for (auto& [pos, frag] : hits) {

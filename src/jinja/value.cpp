@@ -1,6 +1,7 @@
 // Python value semantics for the engine: construction, truthiness, equality, str()/repr(),
 // UTF-8 code-point helpers and the JSON -> Value conversion of render contexts.
 #include <cmath>
+#include <cstring>
 
 #include "jinja/engine.h"
 #include "util/pyfloat.h"
@@ -8,62 +9,61 @@
 namespace ckpt::jinja {
 
 Value Value::str(std::string s, bool markup) {
-  Value v;
-  v.k = K::Str;
+  Value v = owning(K::Str, new StrObj(std::move(s)));
   v.markup = markup;
-  v.o = std::make_shared<StrObj>(std::move(s));
   return v;
 }
 Value Value::list(std::vector<Value> items) {
-  Value v;
-  v.k = K::List;
-  auto l = std::make_shared<ListObj>();
+  auto* l = new ListObj();
   l->v = std::move(items);
-  v.o = std::move(l);
-  return v;
+  return owning(K::List, l);
 }
 Value Value::tuple(std::vector<Value> items) {
   Value v = list(std::move(items));
   v.k = K::Tuple;
   return v;
 }
-Value Value::gen(std::vector<Value> items, std::string what) {
+Value Value::gen(std::vector<Value> items, const char* what) {
   Value v = list(std::move(items));
   v.k = K::Gen;
-  static_cast<ListObj*>(v.o.get())->what = std::move(what);
+  static_cast<ListObj*>(v.o)->what = what;
   return v;
 }
-Value Value::dict() {
-  Value v;
-  v.k = K::Dict;
-  v.o = std::make_shared<DictObj>();
-  return v;
-}
+Value Value::dict() { return owning(K::Dict, new DictObj()); }
 Value Value::undef(std::string hint, bool security) {
   Value v;
-  v.k = K::Undef;
   if (!hint.empty() || security) {
-    auto u = std::make_shared<UndefObj>();
+    auto* u = new UndefObj();
     u->hint = std::move(hint);
     u->security = security;
-    v.o = std::move(u);
+    v = owning(K::Undef, u);
+    v.uk = UK::Hint;
   }
   return v;
 }
 
-Value Value::undef_attr(const Value& owner, const std::string& attr) {
-  Value v;
+namespace {
+thread_local uint32_t undef_serial = 0;
+
+Value undef_with(UK uk, const Value& name) {
+  Value v = name;  // shares the string object
   v.k = K::Undef;
-  auto u = std::make_shared<UndefObj>();
-  u->attr = attr;
-  u->owner_type = type_name(owner);
-  v.o = std::move(u);
+  v.markup = false;
+  v.uk = uk;
+  uint32_t n = ++undef_serial;
+  std::memcpy(v.serial, &n, 2);
   return v;
 }
+}  // namespace
 
-const std::string& Value::s() const { return static_cast<StrObj*>(o.get())->get(); }
-std::vector<Value>& Value::items() const { return static_cast<ListObj*>(o.get())->v; }
-DictObj& Value::d() const { return *static_cast<DictObj*>(o.get()); }
+Value Value::undef_name(const Value& name) { return undef_with(UK::Name, name); }
+Value Value::undef_param(const Value& name) { return undef_with(UK::Param, name); }
+Value Value::undef_attr(const Value& owner, const Value& attr) {
+  Value v = undef_with(UK::Attr, attr);
+  v.owner = uint8_t(uint8_t(owner.k) | (owner.k == K::Str && owner.markup ? 0x80 : 0));
+  return v;
+}
+Value Value::undef_attr(const Value& owner, const std::string& attr) { return undef_attr(owner, Value::str(attr)); }
 
 const Value* DictObj::find(const Value& key) const {
   if (key.k == K::Str) return find_str(key.s());
@@ -74,27 +74,12 @@ const Value* DictObj::find(const Value& key) const {
 Value* DictObj::find(const Value& key) { return const_cast<Value*>(static_cast<const DictObj*>(this)->find(key)); }
 const Value* DictObj::find_str(std::string_view key) const {
   for (auto& [k, val] : v)
-    if (k.k == K::Str && k.s() == key) return &val;
+    if (k.k == K::Str && str_eq(k.s(), key)) return &val;
   return nullptr;
 }
 void DictObj::set(const Value& key, Value val) {
   if (Value* p = find(key)) *p = std::move(val);
   else v.emplace_back(key, std::move(val));
-}
-
-bool truthy(const Value& v) {
-  switch (v.k) {
-    case K::Undef:
-    case K::None: return false;
-    case K::Bool: return v.b;
-    case K::Int: return v.i != 0;
-    case K::Float: return v.f != 0;
-    case K::Str: return !v.s().empty();
-    case K::List:
-    case K::Tuple: return !v.items().empty();
-    case K::Dict: return !v.d().v.empty();
-    default: return true;
-  }
 }
 
 static double num(const Value& v) { return v.k == K::Float ? v.f : v.k == K::Int ? double(v.i) : double(v.b); }
@@ -111,7 +96,7 @@ bool py_equal(const Value& a, const Value& b) {
   switch (a.k) {
     case K::Undef:
     case K::None: return true;
-    case K::Str: return a.s() == b.s();
+    case K::Str: return str_eq(a.s(), b.s());
     case K::List:
     case K::Tuple: {
       auto& x = a.items();
@@ -254,7 +239,7 @@ static void repr_into(std::string& out, const Value& v, int depth) {
     case K::NS: {
       out += "<Namespace {";
       bool first = true;
-      for (auto& [k, val] : static_cast<NSObj*>(v.o.get())->attrs) {
+      for (auto& [k, val] : static_cast<NSObj*>(v.o)->attrs) {
         if (!first) out += ", ";
         first = false;
         repr_str(out, k);
@@ -264,10 +249,10 @@ static void repr_into(std::string& out, const Value& v, int depth) {
       out += "}>";
       return;
     }
-    case K::Gen: out += "<generator object " + static_cast<ListObj*>(v.o.get())->what + " at 0x7f0000000000>"; return;
-    case K::Func: out += "<function " + static_cast<FuncObj*>(v.o.get())->name + ">"; return;
+    case K::Gen: out += std::string("<generator object ") + static_cast<ListObj*>(v.o)->what + " at 0x7f0000000000>"; return;
+    case K::Func: out += "<function " + static_cast<FuncObj*>(v.o)->func_name() + ">"; return;
     case K::Loop: {
-      auto* l = static_cast<LoopObj*>(v.o.get());
+      auto* l = static_cast<LoopObj*>(v.o);
       out += "<LoopContext " + std::to_string(l->index0 + 1) + "/" + std::to_string(l->items->size()) + ">";
       return;
     }
@@ -289,14 +274,16 @@ std::string py_repr(const Value& v) {
   return out;
 }
 
-std::string type_name(const Value& v) {
-  switch (v.k) {
+std::string type_name(const Value& v) { return type_name(v.k, v.markup); }
+
+std::string type_name(K k, bool markup) {
+  switch (k) {
     case K::Undef: return "Undefined";
     case K::None: return "NoneType";
     case K::Bool: return "bool";
     case K::Int: return "int";
     case K::Float: return "float";
-    case K::Str: return v.markup ? "Markup" : "str";
+    case K::Str: return markup ? "Markup" : "str";
     case K::List: return "list";
     case K::Tuple: return "tuple";
     case K::Dict: return "dict";
@@ -333,77 +320,43 @@ Value from_json(const json::Value& j) {
 }
 
 namespace {
-void count_nodes(const json::Value& j, size_t& ns, size_t& nl, size_t& nd) {
-  switch (j.type()) {
-    case json::Type::string: ++ns; break;
-    case json::Type::array:
-      ++nl;
-      for (auto& e : j.as_array()) count_nodes(e, ns, nl, nd);
-      break;
-    case json::Type::object:
-      ++nd;
-      for (auto& [k, e] : j.as_object()) {
-        ++ns;
-        count_nodes(e, ns, nl, nd);
-      }
-      break;
-    default: break;
-  }
-}
-
-template <class T>
-std::shared_ptr<Obj> unowned(T* p) {
-  return std::shared_ptr<Obj>(std::shared_ptr<Obj>(), p);  // aliasing, no control block
-}
-
 Value pooled(const json::Value& j, ContextPool& pool) {
-  Value v;
   switch (j.type()) {
     case json::Type::null: return Value::none();
     case json::Type::boolean: return Value::boolean(j.as_bool());
     case json::Type::integer: return Value::integer(j.as_int());
     case json::Type::number: return Value::flt(j.as_double());
-    case json::Type::string:
-      pool.strs.emplace_back(&j.as_string());
-      v.k = K::Str;
-      v.o = unowned(&pool.strs.back());
-      return v;
+    case json::Type::string: return Value::borrowed_str(&j.as_string());
     case json::Type::array: {
-      pool.lists.emplace_back();
-      ListObj* l = &pool.lists.back();
+      ListObj* l = pool.lists.next();
+      l->v.clear();
       l->v.reserve(j.as_array().size());
       for (auto& e : j.as_array()) l->v.push_back(pooled(e, pool));
-      v.k = K::List;
-      v.o = unowned(l);
-      return v;
+      return Value::borrowed(K::List, l);
     }
     case json::Type::object: {
-      pool.dicts.emplace_back();
-      DictObj* d = &pool.dicts.back();
+      DictObj* d = pool.dicts.next();
+      d->v.clear();
       d->v.reserve(j.as_object().size());
       for (auto& [k, e] : j.as_object()) {
-        pool.strs.emplace_back(&k);
-        Value key;
-        key.k = K::Str;
-        key.o = unowned(&pool.strs.back());
-        d->v.emplace_back(std::move(key), pooled(e, pool));
+        d->v.emplace_back(Value::borrowed_str(&k), pooled(e, pool));
       }
-      v.k = K::Dict;
-      v.o = unowned(d);
-      return v;
+      return Value::borrowed(K::Dict, d);
     }
   }
   return Value::none();
 }
 }  // namespace
 
-Value from_json_pooled(const json::Value& j, ContextPool& pool) {
-  size_t ns = 0, nl = 0, nd = 0;
-  count_nodes(j, ns, nl, nd);
-  pool.strs.reserve(ns);  // exact: the vectors never reallocate, so pointers stay valid
-  pool.lists.reserve(nl);
-  pool.dicts.reserve(nd);
-  return pooled(j, pool);
+void ContextPool::reset(size_t names) {
+  lists.used = 0;
+  dicts.used = 0;
+  if (out.capacity() > (1u << 20)) std::string().swap(out);  // do not keep a huge buffer
+  out.clear();
+  ctx_state.assign(names, 0);
+  if (ctx_vals.size() < names) ctx_vals.resize(names);
 }
+
+Value from_json_pooled(const json::Value& j, ContextPool& pool) { return pooled(j, pool); }
 
 }  // namespace ckpt::jinja
