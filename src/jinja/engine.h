@@ -536,8 +536,44 @@ enum class EK : uint8_t {
   Cond, List, Tuple, Dict, Concat
 };
 
+// The AST's nodes come from one bump allocator per template: they sit in memory in parse
+// order, close together, which is the order a render visits them. The arena frees the memory
+// with the template; the nodes' destructors still run (NodeDelete).
+class Arena {
+ public:
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  void* alloc(size_t n, size_t align) {
+    size_t pad = (align - reinterpret_cast<uintptr_t>(cur_) % align) % align;
+    if (pad + n > left_) {
+      size_t size = n + align > kChunk ? n + align : kChunk;
+      chunks_.emplace_back(new char[size]);
+      cur_ = chunks_.back().get();
+      left_ = size;
+      pad = (align - reinterpret_cast<uintptr_t>(cur_) % align) % align;
+    }
+    void* p = cur_ + pad;
+    cur_ += pad + n;
+    left_ -= pad + n;
+    return p;
+  }
+
+ private:
+  static constexpr size_t kChunk = 16384;
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  char* cur_ = nullptr;
+  size_t left_ = 0;
+};
+struct NodeDelete {
+  template <class T>
+  void operator()(T* p) const {
+    p->~T();
+  }
+};
+
 struct Expr;
-using ExprP = std::unique_ptr<Expr>;
+using ExprP = std::unique_ptr<Expr, NodeDelete>;
 
 // What an attribute name can denote, computed once per name (see attr_info()).
 enum : uint32_t {
@@ -553,6 +589,7 @@ struct Expr {
   EK kind;
   char op = 0;                // Bin: + - * / % and F (//), P (**)
   bool name_key = false;      // Attr of a Name, or Item of a Name with a constant string key
+  bool root_only = false;     // Name: never bound below the top level (lookups go to the root)
   bool negated = false;       // Test
   uint32_t pos = 0;
   int id = -1;                // filter/test id; Name: the interned name's id
@@ -573,7 +610,7 @@ enum class SK : uint8_t {
 };
 
 struct Stmt;
-using StmtP = std::unique_ptr<Stmt>;
+using StmtP = std::unique_ptr<Stmt, NodeDelete>;
 using Body = std::vector<StmtP>;
 
 struct MacroDef {
@@ -589,20 +626,22 @@ struct MacroDef {
 };
 
 struct Stmt {
+  // hot fields first
   SK kind;
-  uint32_t pos = 0;
-  std::string text;                            // Data
-  std::vector<std::pair<uint32_t, std::string>> fragments;  // Data: delimiter-like text
-  ExprP expr;                                  // Output / If cond / For iter / Set value / Call
-  ExprP target;                                // For / Set target (Name, Tuple of Names, NS attr)
-  ExprP test;                                  // For ... if
-  std::vector<std::pair<ExprP, Body>> branches;  // If: (cond, body)...; else has null cond
-  Body body, else_body;
-  ExprP filter;                                // SetBlock / FilterBlock: Filter chain with null base
-  std::shared_ptr<MacroDef> macro;             // Macro / CallBlock (the caller)
-  std::vector<std::pair<ExprP, ExprP>> with_vars;
   bool recursive = false;                      // For
   bool uses_loop = true;                       // For: the body (or test) may read `loop`
+  uint32_t pos = 0;
+  ExprP expr;                                  // Output / If cond / For iter / Set value / Call
+  ExprP target;                                // For / Set target (Name, Tuple of Names, NS attr)
+  std::string text;                            // Data
+  Body body;
+  std::vector<std::pair<ExprP, Body>> branches;  // If: (cond, body)...; else has null cond
+  ExprP test;                                  // For ... if
+  Body else_body;
+  ExprP filter;                                // SetBlock / FilterBlock: Filter chain with null base
+  std::shared_ptr<MacroDef> macro;             // Macro / CallBlock (the caller)
+  std::vector<std::pair<uint32_t, std::string>> fragments;  // Data: delimiter-like text
+  std::vector<std::pair<ExprP, ExprP>> with_vars;
   Stmt(SK k, uint32_t p) : kind(k), pos(p) {}
 };
 
@@ -612,6 +651,7 @@ enum : int { kNameLoop = 0, kNameVarargs = 1, kNameKwargs = 2, kNameCaller = 3, 
 
 struct Parsed {
   std::string source;  // normalized text
+  Arena arena;         // the nodes of `body` (declared first: destroyed after them)
   Body body;
   std::vector<std::string> names_read;  // every Name loaded anywhere
   std::vector<std::string> names;       // interned names, by id

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
-#include <mutex>
 
 #include "jinja/interp.h"
 #include "util/pyfloat.h"
@@ -35,7 +34,11 @@ enum LoopAttr { LA_index0, LA_index, LA_revindex, LA_revindex0, LA_first, LA_las
 // The globals are stateless builtins, built once and shared by every render (by index, in
 // kGlobals order).
 static std::vector<std::pair<std::string, Value>>& shared_globals_() {
-  static auto* g = new std::vector<std::pair<std::string, Value>>;
+  static auto* g = [] {
+    auto* v = new std::vector<std::pair<std::string, Value>>;
+    Interp::install_globals(*v);
+    return v;
+  }();
   return *g;
 }
 
@@ -98,12 +101,10 @@ void Interp::steps_exceeded() {
   fail("BudgetExceeded", "render stopped: more than " + std::to_string(opts_.max_steps) + " evaluation steps (template bomb or runaway loop)");
 }
 
-void Interp::check_size(uint64_t n) {
+void Interp::size_exceeded(uint64_t n) {
   if (n > opts_.max_output)
     fail("BudgetExceeded", "render stopped: a string of " + std::to_string(n) + " bytes exceeds the output budget of " + std::to_string(opts_.max_output) + " bytes");
-  built_ += n;
-  if (built_ > 8 * opts_.max_output)
-    fail("BudgetExceeded", "render stopped: more than " + std::to_string(8 * opts_.max_output) + " bytes of strings built");
+  fail("BudgetExceeded", "render stopped: more than " + std::to_string(8 * opts_.max_output) + " bytes of strings built");
 }
 
 void Interp::output_exceeded() {
@@ -845,11 +846,8 @@ bool Interp::apply_test(int id, const std::string& name, const Value& v, CallArg
 }
 
 // ------------------------------------------------------------------ expressions
-Value Interp::lookup(const Expr* e, Frame* f) {
+Value Interp::lookup_root(const Expr* e) {
   int id = e->id;
-  for (; !f->root; f = f->parent.get())
-    for (auto& [k, v] : f->vars)
-      if (k == id) return v;
   // the root frame: variables set at the top level, else the render context (converted on
   // first use), else the globals
   uint8_t& st = pool_.ctx_state[size_t(id)];
@@ -1419,7 +1417,7 @@ struct CyclerObj : CyclerLike {
   }
 };
 
-void Interp::install_globals() {
+void Interp::install_globals(std::vector<std::pair<std::string, Value>>& globals_) {
   globals_.emplace_back("range", make_builtin("range", [](Interp& in, CallArgs& a) -> Value {
     if (!a.kw.empty()) in.fail("TypeError", "range() takes no keyword arguments");
     if (a.pos.empty() || a.pos.size() > 3) in.fail("TypeError", "range expected 1 to 3 arguments");
@@ -1513,11 +1511,6 @@ void Interp::install_globals() {
 Interp::Interp(const Parsed& p, const Options& o, const json::Value& ctx, ContextPool& pool)
     : parsed_(p), opts_(o), ctx_json_(ctx), pool_(pool) {
   root_.root = &pool;
-  static std::once_flag once;
-  std::call_once(once, [this] {
-    install_globals();
-    shared_globals_() = std::move(globals_);
-  });
 }
 
 Interp::~Interp() {

@@ -77,7 +77,11 @@ class Interp {
     if (++steps_ > opts_.max_steps) steps_exceeded();
   }
   [[noreturn]] void steps_exceeded();
-  void check_size(uint64_t n);
+  // A string of n bytes is about to be built: within the budget?
+  void check_size(uint64_t n) {
+    if (n > opts_.max_output || (built_ += n) > 8 * opts_.max_output) size_exceeded(n);
+  }
+  [[noreturn]] void size_exceeded(uint64_t n);
   void emit(std::string_view s) {
     if (out_->size() + s.size() > opts_.max_output) output_exceeded();
     built_ += s.size();
@@ -108,7 +112,7 @@ class Interp {
   // direct: the macro writes into the current output (its result is being printed)
   Value call_macro(MacroObj& m, CallArgs& a, bool direct = false);
   Value call_method(const Value& self, const std::string& name, CallArgs& a);
-  Value make_builtin(std::string name, std::function<Value(Interp&, CallArgs&)> fn);
+  static Value make_builtin(std::string name, std::function<Value(Interp&, CallArgs&)> fn);
   static Value arg(CallArgs& a, size_t idx, std::string_view name, const Value& dflt);
 
   bool apply_test(int id, const std::string& name, const Value& v, CallArgs& a);
@@ -135,7 +139,18 @@ class Interp {
   // name.attr and name['key']: what eval_node() does for them, in one call
   Value eval_name_key(const Expr* e, Frame* f);
   Value eval_node(const Expr* e, Frame* f);
-  Value lookup(const Expr* e, Frame* f);  // a Name
+  // A Name: the frames up to the root, then the root's variables (set at the top level or
+  // from the render context), then the globals.
+  Value lookup(const Expr* e, Frame* f) {
+    int id = e->id;
+    if (!e->root_only)
+      for (; !f->root; f = f->parent.get())
+        for (auto& [k, v] : f->vars)
+          if (k == id) return v;
+    if (pool_.ctx_state[size_t(id)] == 2) return pool_.ctx_vals[size_t(id)];
+    return lookup_root(e);
+  }
+  Value lookup_root(const Expr* e);
   Value eval_slice(const Expr* e, Frame* f);
   Value eval_call(const Expr* e, Frame* f);
   Value eval_filter(const Expr* e, Frame* f);
@@ -153,7 +168,7 @@ class Interp {
   Flow exec_for(const Stmt* st, Frame* f);
   Flow run_loop(const Stmt* st, const Value& seq, Frame* f, uint32_t depth0);
   Value call_loop(const Value& loop, CallArgs& a);
-  void install_globals();
+  static void install_globals(std::vector<std::pair<std::string, Value>>& globals);
   template <class T>
   T* track(T* o) {
     o->link(&cyc_head_);
@@ -169,7 +184,6 @@ class Interp {
   uint64_t built_ = 0;
   uint32_t depth_ = 0;
   uint32_t cur_pos_ = 0;
-  std::vector<std::pair<std::string, Value>> globals_;
   std::vector<std::pair<uint32_t, std::string>> fragments_hit_;
   CycLink* cyc_head_ = nullptr;
   Frame root_;  // the template's top-level scope

@@ -429,6 +429,12 @@ class Parser {
  public:
   Parser(std::vector<Tok> toks, const Options& o, Parsed& out) : t_(std::move(toks)), o_(o), out_(out) {}
 
+  // A new AST node in the template's arena.
+  template <class T, class... A>
+  std::unique_ptr<T, NodeDelete> make_node(A&&... a) {
+    return std::unique_ptr<T, NodeDelete>(new (out_.arena.alloc(sizeof(T), alignof(T))) T(std::forward<A>(a)...));
+  }
+
   Body parse_all() {
     std::vector<std::string> none;
     Body b = subparse({}, nullptr);
@@ -485,7 +491,7 @@ class Parser {
     while (true) {
       const Tok& k = cur();
       if (k.t == T::Data) {
-        auto st = std::make_unique<Stmt>(SK::Data, k.pos);
+        auto st = make_node<Stmt>(SK::Data, k.pos);
         st->text = k.v;
         find_fragments(k.v, k.pos, st->fragments);
         body.push_back(std::move(st));
@@ -493,7 +499,7 @@ class Parser {
       } else if (k.t == T::VarBegin) {
         uint32_t p = k.pos;
         next();
-        auto st = std::make_unique<Stmt>(SK::Output, p);
+        auto st = make_node<Stmt>(SK::Output, p);
         st->expr = parse_tuple(true, false, {});
         if (cur().t != T::VarEnd) fail(cur().pos, "expected token 'end of print statement', got " + describe(cur()));
         next();
@@ -545,7 +551,7 @@ class Parser {
     if (nm == "call") return parse_call_block();
     if (nm == "filter") {
       next();
-      auto st = std::make_unique<Stmt>(SK::FilterBlock, p);
+      auto st = make_node<Stmt>(SK::FilterBlock, p);
       st->filter = parse_filter(nullptr, true);
       expect_block_end();
       st->body = block_body({"endfilter"}, tag);
@@ -561,7 +567,7 @@ class Parser {
         parse_expression(true);
       }
       expect_block_end();
-      auto st = std::make_unique<Stmt>(SK::Body, p);
+      auto st = make_node<Stmt>(SK::Body, p);
       std::string endname = "end" + nm;
       const char* e = nm == "generation" ? "endgeneration" : nm == "block" ? "endblock" : "endautoescape";
       st->body = subparse({e}, &tag);
@@ -574,18 +580,18 @@ class Parser {
       if (loop_depth_ == 0) fail(p, "'" + nm + "' outside of a loop", "TemplateSyntaxError");
       next();
       expect_block_end();
-      return std::make_unique<Stmt>(nm == "break" ? SK::Break : SK::Continue, p);
+      return make_node<Stmt>(nm == "break" ? SK::Break : SK::Continue, p);
     }
     if (nm == "print") {
       next();
-      auto st = std::make_unique<Stmt>(SK::Output, p);
+      auto st = make_node<Stmt>(SK::Output, p);
       st->expr = parse_tuple(true, false, {});
       expect_block_end();
       return st;
     }
     if (nm == "with") {
       next();
-      auto st = std::make_unique<Stmt>(SK::With, p);
+      auto st = make_node<Stmt>(SK::With, p);
       while (cur().t != T::BlockEnd) {
         if (!st->with_vars.empty()) expect_op(",");
         ExprP target = parse_assign_target(false, false, {});
@@ -601,7 +607,7 @@ class Parser {
       next();
       while (cur().t != T::BlockEnd && cur().t != T::Eof) next();
       expect_block_end();
-      auto st = std::make_unique<Stmt>(SK::Unsupported, p);
+      auto st = make_node<Stmt>(SK::Unsupported, p);
       st->text = nm;
       return st;
     }
@@ -617,7 +623,7 @@ class Parser {
   StmtP parse_if() {
     Tok tag = cur();
     next();
-    auto st = std::make_unique<Stmt>(SK::If, tag.pos);
+    auto st = make_node<Stmt>(SK::If, tag.pos);
     ExprP cond = parse_tuple(false, false, {});
     expect_block_end();
     while (true) {
@@ -646,7 +652,7 @@ class Parser {
   StmtP parse_for() {
     Tok tag = cur();
     next();
-    auto st = std::make_unique<Stmt>(SK::For, tag.pos);
+    auto st = make_node<Stmt>(SK::For, tag.pos);
     st->target = parse_assign_target(true, false, {"in"});
     if (!skip_name("in")) fail(cur().pos, "expected token 'in', got " + describe(cur()));
     st->expr = parse_tuple(false, false, {"recursive"});
@@ -671,13 +677,13 @@ class Parser {
     next();
     ExprP target = parse_assign_target(true, true, {});
     if (skip_op("=")) {
-      auto st = std::make_unique<Stmt>(SK::Set, tag.pos);
+      auto st = make_node<Stmt>(SK::Set, tag.pos);
       st->target = std::move(target);
       st->expr = parse_tuple(true, false, {});
       expect_block_end();
       return st;
     }
-    auto st = std::make_unique<Stmt>(SK::SetBlock, tag.pos);
+    auto st = make_node<Stmt>(SK::SetBlock, tag.pos);
     st->target = std::move(target);
     if (is_op("|")) st->filter = parse_filter(nullptr, false);
     expect_block_end();
@@ -723,7 +729,7 @@ class Parser {
   StmtP parse_macro() {
     Tok tag = cur();
     next();
-    auto st = std::make_unique<Stmt>(SK::Macro, tag.pos);
+    auto st = make_node<Stmt>(SK::Macro, tag.pos);
     auto m = std::make_shared<MacroDef>();
     m->pos = tag.pos;
     m->name = expect_name();
@@ -742,7 +748,7 @@ class Parser {
   StmtP parse_call_block() {
     Tok tag = cur();
     next();
-    auto st = std::make_unique<Stmt>(SK::CallBlock, tag.pos);
+    auto st = make_node<Stmt>(SK::CallBlock, tag.pos);
     auto m = std::make_shared<MacroDef>();
     m->name = "caller";
     m->pos = tag.pos;
@@ -766,8 +772,8 @@ class Parser {
       next();
       next();
       std::string attr = expect_name();
-      auto e = std::make_unique<Expr>(EK::Attr, p);
-      e->a = std::make_unique<Expr>(EK::Name, p);
+      auto e = make_node<Expr>(EK::Attr, p);
+      e->a = make_node<Expr>(EK::Name, p);
       e->a->name = ns;
       e->name = attr;
       return e;
@@ -787,7 +793,7 @@ class Parser {
         if (items.empty()) fail(cur().pos, "Expected an expression, got " + describe(cur()));
         target = std::move(items[0]);
       } else {
-        target = std::make_unique<Expr>(EK::Tuple, p);
+        target = make_node<Expr>(EK::Tuple, p);
         target->kids = std::move(items);
       }
     } else {
@@ -825,7 +831,7 @@ class Parser {
       if (!items.empty()) return std::move(items[0]);
       if (!explicit_parens) fail(cur().pos, "Expected an expression, got " + describe(cur()));
     }
-    auto e = std::make_unique<Expr>(EK::Tuple, p);
+    auto e = make_node<Expr>(EK::Tuple, p);
     e->kids = std::move(items);
     return e;
   }
@@ -840,7 +846,7 @@ class Parser {
       ExprP cond = parse_or();
       ExprP other;
       if (skip_name("else")) other = parse_expression(true);
-      auto c = std::make_unique<Expr>(EK::Cond, p);
+      auto c = make_node<Expr>(EK::Cond, p);
       c->a = std::move(cond);
       c->b = std::move(e);
       c->c = std::move(other);
@@ -850,7 +856,7 @@ class Parser {
   }
 
   ExprP bin(EK k, uint32_t p, ExprP l, ExprP r, std::string op = {}) {
-    auto e = std::make_unique<Expr>(k, p);
+    auto e = make_node<Expr>(k, p);
     e->a = std::move(l);
     e->b = std::move(r);
     e->name = std::move(op);
@@ -872,7 +878,7 @@ class Parser {
       uint32_t p = cur().pos;
       next();
       Depth guard(*this, p);
-      auto e = std::make_unique<Expr>(EK::Not, p);
+      auto e = make_node<Expr>(EK::Not, p);
       e->a = parse_not();
       return e;
     }
@@ -881,7 +887,7 @@ class Parser {
   ExprP parse_compare() {
     uint32_t p = cur().pos;
     ExprP first = parse_math1();
-    std::unique_ptr<Expr> cmp;
+    ExprP cmp;
     while (true) {
       std::string op;
       if (cur().t == T::Op && (cur().v == "==" || cur().v == "!=" || cur().v == "<" || cur().v == ">" || cur().v == "<=" || cur().v == ">=")) {
@@ -898,7 +904,7 @@ class Parser {
         break;
       }
       if (!cmp) {
-        cmp = std::make_unique<Expr>(EK::Compare, p);
+        cmp = make_node<Expr>(EK::Compare, p);
         cmp->a = std::move(first);
       }
       cmp->ops.push_back(op);
@@ -920,7 +926,7 @@ class Parser {
     uint32_t p = cur().pos;
     ExprP first = parse_math2();
     if (!is_op("~")) return first;
-    auto e = std::make_unique<Expr>(EK::Concat, p);
+    auto e = make_node<Expr>(EK::Concat, p);
     e->kids.push_back(std::move(first));
     while (skip_op("~")) e->kids.push_back(parse_math2());
     return e;
@@ -951,7 +957,7 @@ class Parser {
     if (is_op("-") || is_op("+")) {
       EK k = is_op("-") ? EK::Neg : EK::Pos;
       next();
-      node = std::make_unique<Expr>(k, p);
+      node = make_node<Expr>(k, p);
       node->a = parse_unary(false);
     } else {
       node = parse_primary();
@@ -967,7 +973,7 @@ class Parser {
     Depth guard(*this, p);
     if (k.t == T::Name) {
       const std::string& v = k.v;
-      auto e = std::make_unique<Expr>(EK::Const, p);
+      auto e = make_node<Expr>(EK::Const, p);
       if (v == "true" || v == "True") e->cval = Value::boolean(true);
       else if (v == "false" || v == "False") e->cval = Value::boolean(false);
       else if (v == "none" || v == "None") e->cval = Value::none();
@@ -985,12 +991,12 @@ class Parser {
         s += cur().v;
         next();
       }
-      auto e = std::make_unique<Expr>(EK::Const, p);
+      auto e = make_node<Expr>(EK::Const, p);
       e->cval = Value::str(std::move(s));
       return e;
     }
     if (k.t == T::Int || k.t == T::Float) {
-      auto e = std::make_unique<Expr>(EK::Const, p);
+      auto e = make_node<Expr>(EK::Const, p);
       e->cval = k.num;
       next();
       return e;
@@ -1003,7 +1009,7 @@ class Parser {
     }
     if (is_op("[")) {
       next();
-      auto e = std::make_unique<Expr>(EK::List, p);
+      auto e = make_node<Expr>(EK::List, p);
       while (!is_op("]")) {
         if (!e->kids.empty()) expect_op(",");
         if (is_op("]")) break;
@@ -1014,7 +1020,7 @@ class Parser {
     }
     if (is_op("{")) {
       next();
-      auto e = std::make_unique<Expr>(EK::Dict, p);
+      auto e = make_node<Expr>(EK::Dict, p);
       while (!is_op("}")) {
         if (!e->kids.empty()) expect_op(",");
         if (is_op("}")) break;
@@ -1051,16 +1057,16 @@ class Parser {
     uint32_t p = cur().pos;
     if (skip_op(".")) {
       if (cur().t == T::Name) {
-        auto e = std::make_unique<Expr>(EK::Attr, p);
+        auto e = make_node<Expr>(EK::Attr, p);
         e->a = std::move(node);
         e->name = cur().v;
         next();
         return e;
       }
       if (cur().t == T::Int) {
-        auto e = std::make_unique<Expr>(EK::Item, p);
+        auto e = make_node<Expr>(EK::Item, p);
         e->a = std::move(node);
-        e->b = std::make_unique<Expr>(EK::Const, cur().pos);
+        e->b = make_node<Expr>(EK::Const, cur().pos);
         e->b->cval = cur().num;
         next();
         return e;
@@ -1074,11 +1080,11 @@ class Parser {
       args.push_back(parse_subscribed());
     }
     expect_op("]");
-    auto e = std::make_unique<Expr>(EK::Item, p);
+    auto e = make_node<Expr>(EK::Item, p);
     e->a = std::move(node);
     if (args.size() == 1) e->b = std::move(args[0]);
     else {
-      e->b = std::make_unique<Expr>(EK::Tuple, p);
+      e->b = make_node<Expr>(EK::Tuple, p);
       e->b->kids = std::move(args);
     }
     return e;
@@ -1100,7 +1106,7 @@ class Parser {
       next();
       if (!is_op("]") && !is_op(",")) step = parse_expression(true);
     }
-    auto e = std::make_unique<Expr>(EK::Slice, p);
+    auto e = make_node<Expr>(EK::Slice, p);
     e->a = std::move(start);
     e->b = std::move(stop);
     e->c = std::move(step);
@@ -1140,7 +1146,7 @@ class Parser {
   }
 
   ExprP parse_call(ExprP node) {
-    auto e = std::make_unique<Expr>(EK::Call, cur().pos);
+    auto e = make_node<Expr>(EK::Call, cur().pos);
     e->a = std::move(node);
     parse_call_args(*e);
     return e;
@@ -1156,7 +1162,7 @@ class Parser {
         next();
         nm += "." + expect_name();
       }
-      auto e = std::make_unique<Expr>(EK::Filter, p);
+      auto e = make_node<Expr>(EK::Filter, p);
       e->a = std::move(node);
       e->name = nm;
       e->id = filter_id(nm);
@@ -1175,7 +1181,7 @@ class Parser {
       next();
       nm += "." + expect_name();
     }
-    auto e = std::make_unique<Expr>(EK::Test, p);
+    auto e = make_node<Expr>(EK::Test, p);
     e->a = std::move(node);
     e->name = nm;
     e->negated = negated;
@@ -1283,7 +1289,24 @@ void check_body(const Body& b, bool soft) {
 // the AST's constant objects out of reference counting (renders on several threads share
 // them; Values only borrow them).
 struct Resolver {
+  explicit Resolver(Parsed& parsed) : p(parsed) {}
   Parsed& p;
+  int scope = 0;                  // > 0 inside a loop, macro, call block or with block
+  std::vector<bool> bound_below;  // by name id: bound in some frame other than the root
+  std::vector<Expr*> name_nodes;
+
+  void bind(int id) {
+    if (scope == 0) return;
+    if (bound_below.size() <= size_t(id)) bound_below.resize(size_t(id) + 1, false);
+    bound_below[size_t(id)] = true;
+  }
+  // the names an assignment target binds
+  void bind_target(const Expr* t) {
+    if (!t) return;
+    if (t->kind == EK::Name) bind(t->id);
+    else if (t->kind == EK::Tuple)
+      for (auto& k : t->kids) bind_target(k.get());
+  }
 
   int intern(const std::string& n) {
     for (size_t i = 0; i < p.names.size(); ++i)
@@ -1303,6 +1326,7 @@ struct Resolver {
         e->id = intern(e->name);
         e->cval = Value::str(e->name);
         own(e->cval);
+        name_nodes.push_back(e);
         break;
       case EK::Attr:
         e->info = attr_info(e->name);
@@ -1333,31 +1357,67 @@ struct Resolver {
   }
   void macro(MacroDef& m) {
     m.name_id = intern(m.name);
+    ++scope;  // parameters, defaults and body run in the call's frame
     for (auto& prm : m.params) {
       m.param_ids.push_back(intern(prm));
+      bind(m.param_ids.back());
       m.param_strs.push_back(Value::str(prm));
       own(m.param_strs.back());
     }
+    for (int id : {int(kNameVarargs), int(kNameKwargs), int(kNameCaller)}) bind(id);
     for (auto& d : m.defaults) expr(d.get());
     body(m.body);
+    --scope;
   }
   void stmt(Stmt* st) {
+    switch (st->kind) {
+      case SK::For:
+        expr(st->expr.get());  // the sequence: in the enclosing frame
+        ++scope;
+        expr(st->target.get());
+        bind_target(st->target.get());
+        bind(kNameLoop);
+        expr(st->test.get());
+        body(st->body);
+        body(st->else_body);
+        --scope;
+        st->uses_loop = reads_loop(st->body) || reads_loop_expr(st->test.get());
+        return;
+      case SK::With:
+        for (auto& wv : st->with_vars) expr(wv.second.get());  // values: in the enclosing frame
+        ++scope;
+        for (auto& wv : st->with_vars) {
+          expr(wv.first.get());
+          bind_target(wv.first.get());
+        }
+        body(st->body);
+        --scope;
+        return;
+      case SK::Macro:
+        macro(*st->macro);
+        bind(st->macro->name_id);  // defined in the current frame
+        return;
+      case SK::CallBlock:
+        expr(st->expr.get());
+        macro(*st->macro);
+        return;
+      default: break;
+    }
     expr(st->expr.get());
     expr(st->target.get());
+    if (st->kind == SK::Set || st->kind == SK::SetBlock) bind_target(st->target.get());
     expr(st->test.get());
     expr(st->filter.get());
     for (auto& br : st->branches) {
       expr(br.first.get());
       body(br.second);
     }
-    for (auto& wv : st->with_vars) {
-      expr(wv.first.get());
-      expr(wv.second.get());
-    }
-    if (st->macro) macro(*st->macro);
     body(st->body);
     body(st->else_body);
-    if (st->kind == SK::For) st->uses_loop = reads_loop(st->body) || reads_loop_expr(st->test.get());
+  }
+  void finish() {
+    for (Expr* e : name_nodes)
+      e->root_only = size_t(e->id) >= bound_below.size() || !bound_below[size_t(e->id)];
   }
   void body(Body& b) {
     for (auto& st : b) stmt(st.get());
@@ -1406,7 +1466,9 @@ std::unique_ptr<Parsed> parse_template(std::string_view text, const Options& opt
   out->body = ps.parse_all();
   check_body(out->body, false);
   for (const char* reserved : {"loop", "varargs", "kwargs", "caller"}) out->names.push_back(reserved);
-  Resolver{*out}.body(out->body);
+  Resolver r(*out);
+  r.body(out->body);
+  r.finish();
   for (auto& n : out->names) out->name_global.push_back(global_id(n));
   return out;
 }
