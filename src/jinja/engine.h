@@ -354,11 +354,20 @@ struct ListObj : Obj, Recycled<ListObj> {
   const char* what = "";     // generators only: the producing filter
 };
 
+struct ContextPool;
+
 struct DictObj : Obj, Recycled<DictObj> {
   std::vector<std::pair<Value, Value>> v;
+  // A dict of the render context is converted when first used as a whole (Value::d());
+  // until then `v` is not valid and string keys are looked up in the JSON (get_str()).
+  const json::Object* src = nullptr;
+  ContextPool* pool = nullptr;
+  void materialize();
   const Value* find(const Value& key) const;
   Value* find(const Value& key);
   const Value* find_str(std::string_view key) const;
+  // 1: found (out set), 0: no such key, -1: the member is a list or a dict (use d()).
+  int get_str(std::string_view key, Value& out);
   void set(const Value& key, Value val);
 };
 
@@ -370,7 +379,11 @@ struct UndefObj : Obj {
 inline const std::string& Value::s() const { return sref ? *sp : static_cast<StrObj*>(o)->s; }
 inline const std::string& Value::undef_text() const { return sref ? *sp : static_cast<StrObj*>(o)->s; }
 inline std::vector<Value>& Value::items() const { return static_cast<ListObj*>(o)->v; }
-inline DictObj& Value::d() const { return *static_cast<DictObj*>(o); }
+inline DictObj& Value::d() const {
+  auto* d = static_cast<DictObj*>(o);
+  if (d->src) d->materialize();
+  return *d;
+}
 inline bool Value::is_security() const {
   return k == K::Undef && uk == UK::Hint && static_cast<UndefObj*>(o)->security;
 }

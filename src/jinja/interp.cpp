@@ -255,9 +255,15 @@ bool Interp::contains(const Value& container, const Value& item) {
         if (py_equal(e, item)) return true;
       return false;
     }
-    case K::Dict:
+    case K::Dict: {
       if (item.k == K::List || item.k == K::Dict) fail("TypeError", "unhashable type: '" + type_name(item) + "'");
+      if (item.k == K::Str) {  // 'key' in message: without converting a context dict
+        Value out;
+        int r = static_cast<DictObj*>(container.o)->get_str(item.s(), out);
+        if (r >= 0) return r == 1;
+      }
       return container.d().find(item) != nullptr;
+    }
     case K::Undef:
       if (container.is_security()) undefined_error(container);
       return false;
@@ -431,7 +437,10 @@ Value Interp::getattr(const Value& obj, const Value& namev, uint32_t info) {
   if (info & kDunder)
     return Value::undef("access to attribute '" + name + "' of '" + type_name(obj) + "' object is unsafe.", true);
   if (obj.k == K::Dict && !(info & kDictMethod)) {
-    if (const Value* v = obj.d().find_str(name)) return *v;
+    Value out;
+    int r = static_cast<DictObj*>(obj.o)->get_str(name, out);
+    if (r == 1) return out;
+    if (r < 0) return *obj.d().find_str(name);
     return Value::undef_attr(obj, namev);
   }
   if (obj.k == K::NS) {
@@ -483,7 +492,14 @@ static bool slice_indices(int64_t len, const Value* start, const Value* stop, co
 
 Value Interp::getitem(const Value& obj, const Value& key, uint32_t info) {
   if (obj.k == K::Dict && key.k == K::Str) {  // the common case: message['role']
-    if (const Value* v = obj.d().find_str(key.s())) return *v;
+    Value out;
+    int r = static_cast<DictObj*>(obj.o)->get_str(key.s(), out);
+    if (r == 1) return out;
+    if (r == 0) {
+      // not a key: Python tries the attribute (a dict method), else the attribute error
+      if (info == kInfoUnknown) info = attr_info(key.s());
+      if (!(info & (kDictMethod | kDunder))) return Value::undef_attr(obj, key);
+    }
   }
   if (obj.k == K::Undef) undefined_error(obj);
   if (key.is_security()) undefined_error(key);
@@ -927,8 +943,6 @@ Value Interp::eval_name_key(const Expr* e, Frame* f) {
   Value obj = lookup(n, f);
   cur_pos_ = e->pos;
   const Value& key = e->kind == EK::Item ? e->b->cval : e->cval;
-  if (obj.k == K::Dict && (e->kind == EK::Item || !(e->info & kDictMethod)))
-    if (const Value* v = obj.d().find_str(key.s())) return *v;
   if (e->kind == EK::Item) return getitem(obj, key, e->info);
   return getattr(obj, key, e->info);
 }

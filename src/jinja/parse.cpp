@@ -1345,6 +1345,12 @@ struct Resolver {
       case EK::Bin:
         e->op = e->name.size() == 1 ? e->name[0] : (e->name[0] == '/' ? 'F' : 'P');
         break;
+      case EK::Compare:
+        // `x in ['a', 'b']`: a list or tuple of constants that only serves as the container
+        // of a membership test is built once (it cannot be seen, or changed, by the template)
+        for (size_t i = 0; i < e->ops.size() && i < e->kids.size(); ++i)
+          if (e->ops[i] == "in" || e->ops[i] == "notin") fold_constant_sequence(e->kids[i]);
+        break;
       default: own(e->cval);
     }
     expr(e->a.get());
@@ -1354,6 +1360,19 @@ struct Resolver {
     for (auto& kw : e->kwargs) expr(kw.second.get());
     expr(e->dyn_args.get());
     expr(e->dyn_kwargs.get());
+  }
+  void fold_constant_sequence(ExprP& e) {
+    if (!e || (e->kind != EK::List && e->kind != EK::Tuple)) return;
+    std::vector<Value> items;
+    for (auto& k : e->kids) {
+      if (k->kind != EK::Const) return;
+      own(k->cval);
+      items.push_back(k->cval);
+    }
+    ExprP c(new (p.arena.alloc(sizeof(Expr), alignof(Expr))) Expr(EK::Const, e->pos));
+    c->cval = e->kind == EK::List ? Value::list(std::move(items)) : Value::tuple(std::move(items));
+    own(c->cval);
+    e = std::move(c);
   }
   void macro(MacroDef& m) {
     m.name_id = intern(m.name);

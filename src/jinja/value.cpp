@@ -66,13 +66,37 @@ Value Value::undef_attr(const Value& owner, const Value& attr) {
 Value Value::undef_attr(const Value& owner, const std::string& attr) { return undef_attr(owner, Value::str(attr)); }
 
 const Value* DictObj::find(const Value& key) const {
+  if (src) const_cast<DictObj*>(this)->materialize();
   if (key.k == K::Str) return find_str(key.s());
   for (auto& [k, val] : v)
     if (py_equal(k, key)) return &val;
   return nullptr;
 }
 Value* DictObj::find(const Value& key) { return const_cast<Value*>(static_cast<const DictObj*>(this)->find(key)); }
+int DictObj::get_str(std::string_view key, Value& out) {
+  if (!src) {
+    if (const Value* x = find_str(key)) {
+      out = *x;
+      return 1;
+    }
+    return 0;
+  }
+  for (auto& [k, j] : *src) {
+    if (!str_eq(k, key)) continue;
+    switch (j.type()) {
+      case json::Type::string: out = Value::borrowed_str(&j.as_string()); return 1;
+      case json::Type::null: out = Value::none(); return 1;
+      case json::Type::boolean: out = Value::boolean(j.as_bool()); return 1;
+      case json::Type::integer: out = Value::integer(j.as_int()); return 1;
+      case json::Type::number: out = Value::flt(j.as_double()); return 1;
+      default: return -1;
+    }
+  }
+  return 0;
+}
+
 const Value* DictObj::find_str(std::string_view key) const {
+  if (src) const_cast<DictObj*>(this)->materialize();
   for (auto& [k, val] : v)
     if (k.k == K::Str && str_eq(k.s(), key)) return &val;
   return nullptr;
@@ -336,17 +360,22 @@ Value pooled(const json::Value& j, ContextPool& pool) {
     }
     case json::Type::object: {
       DictObj* d = pool.dicts.next();
-      d->v.clear();
-      d->v.reserve(j.as_object().size());
-      for (auto& [k, e] : j.as_object()) {
-        d->v.emplace_back(Value::borrowed_str(&k), pooled(e, pool));
-      }
+      d->src = &j.as_object();  // converted on first use as a whole (DictObj::materialize)
+      d->pool = &pool;
       return Value::borrowed(K::Dict, d);
     }
   }
   return Value::none();
 }
 }  // namespace
+
+void DictObj::materialize() {
+  const json::Object* obj = src;
+  src = nullptr;
+  v.clear();
+  v.reserve(obj->size());
+  for (auto& [k, e] : *obj) v.emplace_back(Value::borrowed_str(&k), pooled(e, *pool));
+}
 
 void ContextPool::reset(size_t names) {
   lists.used = 0;
