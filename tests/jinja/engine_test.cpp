@@ -235,6 +235,10 @@ TEST(JinjaEngine, ReferenceCyclesAreFreed) {
        "cc"},
       // loop.changed() remembering the loop object itself
       {"{% for x in [1, 2] %}{{ loop.changed(loop) }}{% endfor %}", "TrueFalse"},
+      // builtins holding values: a cycler, a joiner and loop.cycle kept in the namespace they hold
+      {"{% set ns = namespace() %}{% set ns.c = cycler(ns, 1) %}{{ ns.c.current is sameas ns }}", "True"},
+      {"{% set ns = namespace() %}{% set ns.j = joiner(ns) %}{{ ns.j() }}|{{ ns.j() is sameas ns }}", "|True"},
+      {"{% for x in [1] %}{% set ns = namespace() %}{% set ns.f = loop.cycle %}{% set ns.l = loop %}{{ ns.f('a', 'b') }}{% endfor %}", "a"},
       // recursive loop
       {"{% for t in tree recursive %}{{ t.n }}{{ loop(t.kids) }}{% endfor %}", "ab"},
       // cycles left behind by a render that fails
