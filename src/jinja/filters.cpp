@@ -280,17 +280,13 @@ static Value str_list(std::vector<std::string> parts) {
 }
 
 // ------------------------------------------------------------------ str.format
-// printf("%.*f") without a fixed buffer: the length is checked against the budget first
-// (at most 310 integer digits for a finite double), then the exact text is formatted.
-static std::string fixed_float(Interp& in, double d, int64_t prec) {
-  in.check_size(sat_add(uint64_t(prec), 320));
-  if (prec > INT32_MAX - 512) in.fail("BudgetExceeded", "render stopped: float precision " + std::to_string(prec) + " exceeds the output budget");
-  int n = std::snprintf(nullptr, 0, "%.*f", int(prec), d);
-  if (n < 0) in.fail("ValueError", "cannot format float");
-  std::string r(size_t(n) + 1, '\0');
-  std::snprintf(r.data(), r.size(), "%.*f", int(prec), d);
-  r.resize(size_t(n));
-  return r;
+// Python's fixed-point format of a float; Interp::format_double checks the budget and stays
+// exact for any precision.
+static std::string fixed_float(Interp& in, double d, int64_t prec, char conv) {
+  const bool upper = conv == 'F';
+  if (std::isnan(d)) return upper ? "NAN" : "nan";  // Python never signs a NaN
+  if (std::isinf(d)) return std::string(d < 0 ? "-" : "") + (upper ? "INF" : "inf");
+  return in.format_double(d, 'f', prec, false);
 }
 
 static std::string format_spec(Interp& in, const Value& v, const std::string& spec) {
@@ -314,7 +310,7 @@ static std::string format_spec(Interp& in, const Value& v, const std::string& sp
   if (type == 'f' || type == 'F') {
     if (!v.is_num()) in.fail("ValueError", "Unknown format code 'f' for object of type '" + type_name(v) + "'");
     double d = v.k == K::Float ? v.f : double(v.k == K::Int ? v.i : v.b);
-    body = fixed_float(in, d, prec < 0 ? 6 : prec);
+    body = fixed_float(in, d, prec < 0 ? 6 : prec, type);
   } else if (type == 'd') {
     if (v.k != K::Int && v.k != K::Bool) in.fail("ValueError", "Unknown format code 'd' for object of type '" + type_name(v) + "'");
     body = std::to_string(v.k == K::Int ? v.i : v.b);

@@ -1,7 +1,9 @@
 // The evaluator: statements, expressions, the sandbox's attribute rules, filters, tests,
 // Python string/dict/list methods, globals, and the step/output/depth budget.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -618,6 +620,8 @@ Value Interp::loop_attr(const Value& loop, int attr, const std::string& name) {
 // ------------------------------------------------------------------ arithmetic
 Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
   if (a.k == K::Undef) undefined_error(a);
+  // str % x is str.__mod__: an Undefined argument is formatted (str() gives ''), not raised
+  if (a.k == K::Str && op.size() == 1 && op[0] == '%') return percent_format(a, b);
   if (b.k == K::Undef) undefined_error(b);
   auto type_err = [&]() {
     fail("TypeError", "unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
@@ -708,95 +712,432 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
     else if ((b.k == K::Str || b.k == K::List || b.k == K::Tuple) && ai) { seq = &b; n = x; }
     if (!seq) type_err();
     if (n < 0) n = 0;
+    // Sizes saturate (a wrapped product must not slip under the budget), and an empty
+    // operand never loops n times.
     if (seq->k == K::Str) {
-      uint64_t total = uint64_t(seq->s().size()) * uint64_t(n);
-      if (n && total / uint64_t(n) != seq->s().size()) total = UINT64_MAX;
+      const std::string& unit = seq->s();
+      if (unit.empty()) n = 0;
+      uint64_t total;
+      if (__builtin_mul_overflow(uint64_t(unit.size()), uint64_t(n), &total)) total = UINT64_MAX;
       check_size(total);
       std::string s;
       s.reserve(total);
-      for (int64_t i = 0; i < n; ++i) s += seq->s();
+      for (int64_t i = 0; i < n; ++i) s += unit;
       return Value::str(std::move(s), seq->markup);
     }
-    uint64_t total = uint64_t(seq->items().size()) * uint64_t(n);
+    const std::vector<Value>& unit = seq->items();
+    if (unit.empty()) n = 0;
+    uint64_t total;
+    if (__builtin_mul_overflow(uint64_t(unit.size()), uint64_t(n), &total) || total > UINT64_MAX / 8) total = UINT64_MAX / 8;
     check_size(total * 8);
     std::vector<Value> v;
-    for (int64_t i = 0; i < n; ++i) v.insert(v.end(), seq->items().begin(), seq->items().end());
+    v.reserve(total);
+    for (int64_t i = 0; i < n; ++i) v.insert(v.end(), unit.begin(), unit.end());
     return seq->k == K::List ? Value::list(std::move(v)) : Value::tuple(std::move(v));
   }
-  if (code == '%' && a.k == K::Str) return percent_format(a, b);
-  type_err();
+    type_err();
   __builtin_unreachable();  // type_err() raises
 }
 
-static std::string fmt_float_fixed(double v, int prec) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
+// ------------------------------------------------------------------ printf-style `%`
+// str % args as CPython's PyUnicode_Format does it (same argument state machine, flags,
+// padding and errors); Markup % args escapes every argument as markupsafe's
+// _MarkupEscapeHelper does. Every width, precision and result size is checked against the
+// output budget before anything is built.
+namespace {
+
+uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+// ascii(): repr with every non-ASCII code point escaped.
+std::string ascii_escape(const std::string& s) {
+  std::string out;
+  char buf[16];
+  for (uint32_t cp : decode_utf8(s)) {
+    if (cp < 0x80) out.push_back(char(cp));
+    else {
+      if (cp < 0x100) std::snprintf(buf, sizeof buf, "\\x%02x", cp);
+      else if (cp < 0x10000) std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+      else std::snprintf(buf, sizeof buf, "\\U%08x", cp);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// int(str) / float(str) for markupsafe's helper (Markup % '12' with %d): ASCII forms only.
+std::string strip_py_ws(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || (s[b] >= 9 && s[b] <= 13))) ++b;
+  while (e > b && (s[e - 1] == ' ' || (s[e - 1] >= 9 && s[e - 1] <= 13))) --e;
+  return s.substr(b, e - b);
+}
+// Digits with single underscores between them; appends the digits to `out`.
+bool take_digits(const std::string& s, size_t& i, std::string& out) {
+  if (i >= s.size() || !std::isdigit((unsigned char)s[i])) return false;
+  while (i < s.size()) {
+    if (std::isdigit((unsigned char)s[i])) out.push_back(s[i++]);
+    else if (s[i] == '_' && i + 1 < s.size() && std::isdigit((unsigned char)s[i + 1])) ++i;
+    else break;
+  }
+  return true;
+}
+bool parse_py_int(const std::string& text, int64_t& v, bool& overflow) {
+  std::string s = strip_py_ws(text), digits;
+  size_t i = 0;
+  bool neg = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
+  if (!take_digits(s, i, digits) || i != s.size()) return false;
+  overflow = false;
+  uint64_t r = 0;
+  for (char c : digits) {
+    if (r > (uint64_t(INT64_MAX) + 1 - uint64_t(c - '0')) / 10) { overflow = true; return true; }
+    r = r * 10 + uint64_t(c - '0');
+  }
+  if (!neg && r > uint64_t(INT64_MAX)) { overflow = true; return true; }
+  v = neg ? int64_t(0 - r) : int64_t(r);
+  return true;
+}
+bool parse_py_float(const std::string& text, double& d) {
+  std::string s = strip_py_ws(text), clean;
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean.push_back(s[i++]);
+  std::string rest = s.substr(i);
+  for (auto& c : rest) c = char(std::tolower((unsigned char)c));
+  if (rest == "inf" || rest == "infinity" || rest == "nan") {
+    d = rest == "nan" ? std::nan("") : HUGE_VAL;
+    if (!clean.empty() && clean[0] == '-') d = -d;
+    return true;
+  }
+  bool int_part = take_digits(s, i, clean);
+  bool frac_part = false;
+  if (i < s.size() && s[i] == '.') {
+    clean.push_back(s[i++]);
+    frac_part = take_digits(s, i, clean);
+  }
+  if (!int_part && !frac_part) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    clean.push_back(s[i++]);
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean.push_back(s[i++]);
+    if (!take_digits(s, i, clean)) return false;
+  }
+  if (i != s.size()) return false;
+  d = std::strtod(clean.c_str(), nullptr);
+  return true;
+}
+
+}  // namespace
+
+std::string Interp::format_double(double d, char conv, int64_t prec, bool alt, size_t already) {
+  // at most 309 integer digits, a sign, a point and an exponent besides the precision
+  uint64_t need = sat_add(already, uint64_t(prec) + 330);
+  if (need > opts_.max_output || prec > INT32_MAX) size_exceeded(need);
+  // A double's exact decimal value has at most 1074 fractional and 767 significant digits:
+  // further digits are zeros, so a huge precision is formatted short and padded with zeros
+  // (glibc would compute each of those digits, seconds for tens of millions).
+  const char lc = char(std::tolower((unsigned char)conv));
+  const int64_t cap = lc == 'f' ? 1100 : 800;
+  const int p = int(std::min(prec, cap));
+  char spec[8] = "%";
+  size_t k = 1;
+  if (alt) spec[k++] = '#';
+  spec[k++] = '.';
+  spec[k++] = '*';
+  spec[k++] = conv;
+  spec[k] = 0;
+  int n = std::snprintf(nullptr, 0, spec, p, d);
+  if (n < 0) fail("ValueError", "cannot format float");
+  std::string r(size_t(n) + 1, '\0');
+  std::snprintf(r.data(), r.size(), spec, p, d);
+  r.resize(size_t(n));
+  if (prec > cap && (lc != 'g' || alt)) {
+    // %g without '#' strips trailing zeros: the short form is already the whole answer
+    size_t at = lc == 'f' ? r.size() : r.find_first_of("eE");
+    if (at == std::string::npos) at = r.size();
+    r.insert(at, size_t(prec - cap), '0');
+  }
+  return r;
 }
 
 Value Interp::percent_format(const Value& fmt, const Value& args) {
-  std::vector<Value> list;
-  const Value* dict = nullptr;
-  if (args.k == K::Tuple) list = args.items();
-  else if (args.k == K::Dict) dict = &args;
-  else list.push_back(args);
-  const std::string& f = fmt.s();
-  std::string out;
-  size_t ai = 0;
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i] != '%') { out.push_back(f[i]); continue; }
-    if (++i >= f.size()) fail("ValueError", "incomplete format");
-    const Value* src = nullptr;
-    if (f[i] == '(' && dict) {
-      size_t e = f.find(')', i);
-      if (e == std::string::npos) fail("ValueError", "incomplete format key");
-      src = dict->d().find_str(f.substr(i + 1, e - i - 1));
-      if (!src) fail("KeyError", f.substr(i + 1, e - i - 1));
-      i = e + 1;
+  const bool esc = fmt.markup;  // Markup % args: every argument goes through the escape helper
+  // CPython's argument state: a tuple is consumed item by item; anything else is the one
+  // argument (arglen -1). A mapping (dict, list, Undefined; not str) also serves %(key)s and
+  // excuses unused arguments. Markup wraps a lone non-mapping argument into a 1-tuple.
+  const bool tuple = args.k == K::Tuple;
+  const bool mapping = !tuple && (args.k == K::Dict || args.k == K::List || args.k == K::Undef);
+  Value cur = args;  // what the state machine consumes (CPython's ctx->args)
+  const std::vector<Value>* items = tuple ? &args.items() : nullptr;
+  int64_t arglen = tuple ? int64_t(items->size()) : -1, argidx = tuple ? 0 : -2;
+  std::vector<Value> one_items;
+  if (esc && !tuple && !mapping) {
+    one_items.push_back(args);
+    items = &one_items;
+    arglen = 1;
+    argidx = 0;
+  }
+  const Value* dict = mapping ? &args : nullptr;
+  auto next_arg = [&]() -> Value {
+    if (argidx < arglen) {
+      int64_t i = argidx++;
+      return arglen < 0 ? cur : (*items)[size_t(i)];
     }
-    std::string flags;
-    while (i < f.size() && std::strchr("-+ 0#", f[i]) && f[i]) flags.push_back(f[i++]);
-    int width = 0, prec = -1;
-    while (i < f.size() && std::isdigit((unsigned char)f[i])) width = width * 10 + (f[i++] - '0');
+    fail("TypeError", "not enough arguments for format string");
+  };
+  const std::string& f = fmt.s();
+  const uint64_t limit = opts_.max_output;
+  std::string out;
+  size_t i = 0;
+  while (i < f.size()) {
+    size_t pct = f.find('%', i);
+    if (pct == std::string::npos) pct = f.size();
+    out.append(f, i, pct - i);
+    if (pct >= f.size()) break;
+    i = pct + 1;
+    if (i >= f.size()) fail("ValueError", "incomplete format");
+    if (f[i] == '%') {  // only directly after '%': "%5%" is an error in Python 3
+      out.push_back('%');
+      ++i;
+      continue;
+    }
+    if (f[i] == '(') {
+      if (!dict) fail("TypeError", "format requires a mapping");
+      size_t ks = ++i;
+      int depth = 1;
+      while (i < f.size() && depth > 0) {
+        if (f[i] == ')') --depth;
+        else if (f[i] == '(') ++depth;
+        ++i;
+      }
+      if (depth > 0 || i >= f.size()) fail("ValueError", "incomplete format key");
+      std::string key = f.substr(ks, i - 1 - ks);
+      if (dict->k == K::Undef) undefined_error(*dict);
+      if (dict->k != K::Dict) fail("TypeError", "list indices must be integers or slices, not str");
+      const Value* v = dict->d().find_str(key);
+      if (!v) fail("KeyError", py_repr(Value::str(key)));
+      cur = *v;
+      arglen = -1;
+      argidx = -2;
+    }
+    bool ljust = false, plus = false, blank = false, alt = false, zero = false;
+    for (; i < f.size(); ++i) {
+      char c = f[i];
+      if (c == '-') ljust = true;
+      else if (c == '+') plus = true;
+      else if (c == ' ') blank = true;
+      else if (c == '#') alt = true;
+      else if (c == '0') zero = true;
+      else break;
+    }
+    int64_t width = -1, prec = -1;
+    if (i < f.size() && f[i] == '*') {
+      Value w = next_arg();
+      if (esc || (w.k != K::Int && w.k != K::Bool)) fail("TypeError", "* wants int");  // Markup's helper is no int
+      width = w.k == K::Int ? w.i : w.b;
+      if (width < 0) {
+        ljust = true;
+        width = width == INT64_MIN ? INT64_MAX : -width;
+      }
+      ++i;
+    } else if (i < f.size() && std::isdigit((unsigned char)f[i])) {
+      width = 0;
+      for (; i < f.size() && std::isdigit((unsigned char)f[i]); ++i) {
+        int d = f[i] - '0';
+        if (width > (INT64_MAX - d) / 10) fail("ValueError", "width too big");
+        width = width * 10 + d;
+      }
+    }
     if (i < f.size() && f[i] == '.') {
       prec = 0;
       ++i;
-      while (i < f.size() && std::isdigit((unsigned char)f[i])) prec = prec * 10 + (f[i++] - '0');
-    }
-    if (i >= f.size()) fail("ValueError", "incomplete format");
-    char c = f[i];
-    if (c == '%') { out.push_back('%'); continue; }
-    if (!src) {
-      if (dict) src = dict;
-      else {
-        if (ai >= list.size()) fail("TypeError", "not enough arguments for format string");
-        src = &list[ai++];
+      if (i < f.size() && f[i] == '*') {
+        Value p = next_arg();
+        if (esc || (p.k != K::Int && p.k != K::Bool)) fail("TypeError", "* wants int");
+        prec = p.k == K::Int ? p.i : p.b;
+        if (prec > INT32_MAX || prec < INT32_MIN) fail("OverflowError", "Python int too large to convert to C int");
+        if (prec < 0) prec = 0;
+        ++i;
+      } else {
+        for (; i < f.size() && std::isdigit((unsigned char)f[i]); ++i) {
+          int d = f[i] - '0';
+          if (prec > (INT32_MAX - d) / 10) fail("ValueError", "precision too big");
+          prec = prec * 10 + d;
+        }
       }
     }
-    std::string piece;
+    if (i < f.size() && (f[i] == 'h' || f[i] == 'l' || f[i] == 'L')) ++i;
+    if (i >= f.size()) fail("ValueError", "incomplete format");
+    const char c = f[i];
+    const size_t conv_at = i++;
+    Value v = next_arg();
+    if (width > 0 && uint64_t(width) > limit) size_exceeded(uint64_t(width));
+    std::string str;      // the converted argument (CPython's `str`)
+    bool numeric = false;  // takes a sign and zero padding (CPython's arg->sign)
     switch (c) {
-      case 's': piece = py_str(*src); break;
-      case 'r': case 'a': piece = py_repr(*src); break;
-      case 'd': case 'i': case 'u':
-        if (!src->is_num()) fail("TypeError", "%" + std::string(1, c) + " format: a real number is required, not " + type_name(*src));
-        piece = std::to_string(src->k == K::Float ? int64_t(src->f) : src->k == K::Int ? src->i : src->b);
+      case 's':
+        if (esc) str = v.k == K::Str && v.markup ? v.s() : html_escape(py_str(v));
+        else str = py_str(v);
         break;
-      case 'f': case 'F':
-        if (!src->is_num()) fail("TypeError", "must be real number, not " + type_name(*src));
-        piece = fmt_float_fixed(src->k == K::Float ? src->f : double(src->k == K::Int ? src->i : src->b), prec < 0 ? 6 : prec);
+      case 'r':
+      case 'a':
+        str = py_repr(v);
+        if (esc) str = html_escape(str);
+        if (c == 'a') str = ascii_escape(str);
         break;
-      default: fail("ValueError", std::string("unsupported format character '") + c + "'");
+      case 'd': case 'i': case 'u': case 'o': case 'x': case 'X': {
+        numeric = true;
+        const bool radix = c == 'o' || c == 'x' || c == 'X';
+        auto wrong = [&]() {
+          fail("TypeError", std::string("%") + c + " format: " + (radix ? "an integer" : "a real number") + " is required, not " + type_name(v));
+        };
+        if (v.k == K::Undef && !radix) undefined_error(v);  // Undefined.__int__ raises (it has no __index__)
+        // The magnitude as decimal or radix digits; floats beyond 64 bits keep their exact value.
+        bool neg = false;
+        uint64_t mag = 0;
+        std::string big;  // decimal digits of a float too large for 64 bits
+        auto from_float = [&](double d) {
+          if (std::isnan(d)) fail("ValueError", "cannot convert float NaN to integer");
+          if (std::isinf(d)) fail("OverflowError", "cannot convert float infinity to integer");
+          d = std::trunc(d);
+          neg = d < 0;
+          double a = std::fabs(d);
+          if (a < 9223372036854775808.0) mag = uint64_t(a);
+          else {
+            char buf[400];
+            std::snprintf(buf, sizeof buf, "%.0f", a);  // exact: a is an integer below 2^1024
+            big = buf;
+          }
+        };
+        auto from_int = [&](int64_t x) {
+          neg = x < 0;
+          mag = neg ? 0 - uint64_t(x) : uint64_t(x);
+        };
+        if (esc) {
+          // int(helper) = int(obj); the helper has no __index__, so %o/%x/%X refuse it
+          if (radix) wrong();
+          if (v.k == K::Int || v.k == K::Bool) from_int(v.k == K::Int ? v.i : v.b);
+          else if (v.k == K::Float) from_float(v.f);
+          else if (v.k == K::Str) {
+            int64_t x = 0;
+            bool over = false;
+            if (!parse_py_int(v.s(), x, over)) fail("ValueError", "invalid literal for int() with base 10: " + py_repr(v));
+            if (over) fail("OverflowError", "integer exceeds 64 bits (ckpt's integer range)");
+            from_int(x);
+          } else wrong();
+        } else if (v.k == K::Int || v.k == K::Bool) from_int(v.k == K::Int ? v.i : v.b);
+        else if (v.k == K::Float && !radix) from_float(v.f);
+        else wrong();
+        std::string digits = big;
+        if (big.empty()) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, c == 'o' ? "%llo" : radix ? "%llx" : "%llu", (unsigned long long)mag);
+          digits = buf;
+        }
+        uint64_t zeros = prec > int64_t(digits.size()) ? uint64_t(prec) - digits.size() : 0;
+        uint64_t need = sat_add(sat_add(out.size(), digits.size() + 3), zeros);
+        if (need > limit) size_exceeded(need);
+        if (neg) str.push_back('-');
+        if (alt && radix) str += c == 'o' ? "0o" : "0x";
+        str.append(size_t(zeros), '0');
+        str += digits;
+        if (c == 'X')
+          for (auto& ch : str) ch = char(std::toupper((unsigned char)ch));
+        break;
+      }
+      case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': {
+        numeric = true;
+        double d = 0;
+        if (v.k == K::Float) d = v.f;
+        else if (v.k == K::Int || v.k == K::Bool) d = double(v.k == K::Int ? v.i : v.b);
+        else if (v.k == K::Undef) undefined_error(v);  // Undefined.__float__ raises
+        else if (esc && v.k == K::Str) {
+          if (!parse_py_float(v.s(), d)) fail("ValueError", "could not convert string to float: " + py_repr(v));
+        } else fail("TypeError", "must be real number, not " + type_name(v));
+        const bool upper = c == 'E' || c == 'F' || c == 'G';
+        if (std::isnan(d)) str = upper ? "NAN" : "nan";  // Python never signs a NaN
+        else if (std::isinf(d)) str = std::string(d < 0 ? "-" : "") + (upper ? "INF" : "inf");
+        else str = format_double(d, c, prec < 0 ? 6 : prec, alt, out.size());
+        break;
+      }
+      case 'c': {
+        uint32_t cp = 0;
+        if (!esc && v.k == K::Str) {
+          auto cps = decode_utf8(v.s());
+          if (cps.size() != 1) fail("TypeError", "%c requires int or char");
+          cp = cps[0];
+        } else if (!esc && (v.k == K::Int || v.k == K::Bool)) {
+          int64_t x = v.k == K::Int ? v.i : v.b;
+          if (x < 0 || x > 0x10FFFF) fail("OverflowError", "%c arg not in range(0x110000)");
+          cp = uint32_t(x);
+        } else fail("TypeError", "%c requires int or char");
+        append_utf8(str, cp);
+        break;
+      }
+      default: {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "unsupported format character '%c' (0x%x) at index %zu", c, unsigned((unsigned char)c), cp_len(std::string_view(f).substr(0, conv_at)));
+        fail("ValueError", buf);
+      }
     }
-    if (prec >= 0 && c == 's' && int(cp_len(piece)) > prec) piece = py_str(slice(Value::str(piece), nullptr, &*std::make_unique<Value>(Value::integer(prec)), nullptr));
-    int pad = width - int(cp_len(piece));
-    if (pad > 0) {
-      if (flags.find('-') != std::string::npos) piece += std::string(pad, ' ');
-      else piece = std::string(pad, flags.find('0') != std::string::npos && c != 's' ? '0' : ' ') + piece;
+    // CPython's unicode_format_arg_output: precision cuts s/r/a; a sign (from the text, or
+    // '+'/' ' flags) and the 0x/0o prefix go before zero padding, after space padding; the
+    // right side is always padded with spaces.
+    size_t len = cp_len(str);  // code points to write (numeric text is ASCII)
+    size_t end = str.size();   // byte end of what is written
+    if ((c == 's' || c == 'r' || c == 'a') && prec >= 0 && len > uint64_t(prec)) {
+      size_t b = 0;
+      for (int64_t k = 0; k < prec; ++k) {
+        unsigned char ch = str[b];
+        b += ch >= 0xF0 ? 4 : ch >= 0xE0 ? 3 : ch >= 0xC0 ? 2 : 1;
+      }
+      end = std::min(b, str.size());
+      len = size_t(prec);
     }
-    out += piece;
+    const char fill = numeric && zero ? '0' : ' ';
+    size_t p0 = 0;
+    char signchar = 0;
+    if (numeric) {
+      if (!str.empty() && (str[0] == '-' || str[0] == '+')) {
+        signchar = str[0];
+        p0 = 1;
+        --len;
+      } else if (plus) signchar = '+';
+      else if (blank) signchar = ' ';
+    }
+    uint64_t w = width > int64_t(len) ? uint64_t(width) : len;
+    uint64_t need = sat_add(sat_add(out.size(), end + 1), w > len ? w - len : 0);
+    if (need > limit) size_exceeded(need);
+    const bool prefix = alt && (c == 'x' || c == 'X' || c == 'o');
+    if (signchar) {
+      if (fill != ' ') out.push_back(signchar);
+      if (w > len) --w;
+    }
+    if (prefix) {
+      if (fill != ' ') {
+        out.append(str, p0, 2);
+        p0 += 2;
+      }
+      w = w >= 2 ? w - 2 : 0;
+      len -= 2;
+    }
+    if (w > len && !ljust) {
+      out.append(size_t(w - len), fill);
+      w = len;
+    }
+    if (fill == ' ') {
+      if (signchar) out.push_back(signchar);
+      if (prefix) {
+        out.append(str, p0, 2);
+        p0 += 2;
+      }
+    }
+    out.append(str, p0, end - p0);
+    if (w > len) out.append(size_t(w - len), ' ');
   }
-  if (!dict && ai < list.size()) fail("TypeError", "not all arguments converted during string formatting");
-  return str_val(std::move(out), fmt.markup);
+  if (argidx < arglen && !dict) fail("TypeError", "not all arguments converted during string formatting");
+  return str_val(std::move(out), esc);
 }
 
 // ------------------------------------------------------------------ tests

@@ -107,6 +107,9 @@ class Interp {
   Value loop_attr(const Value& loop, int attr, const std::string& name);
   Value binop(const std::string& op, const Value& a, const Value& b);
   Value percent_format(const Value& fmt, const Value& args);
+  // printf's %e/%f/%g (conv, with '#' when alt) of a finite double, exact for any precision;
+  // `already` bytes of the result string exist (the budget check covers both).
+  std::string format_double(double d, char conv, int64_t prec, bool alt, size_t already = 0);
 
   Value call(const Value& fn, CallArgs& a);
   // direct: the macro writes into the current output (its result is being printed)

@@ -101,23 +101,49 @@ TEST(JinjaBudgetRegression, StrFormatWidthAndPrecision) {
   expect_budget_error(R"({{ ("a\t" * 100).expandtabs(100000000) | length }})");
 }
 
-// The four inputs below are defects of the binary `*` and `%` operators, which live in
-// src/jinja/interp.cpp (Interp::binop, Interp::percent_format, fmt_float_fixed) and call no
-// helper of filters.cpp/value.cpp. They stay in fuzz/crashes/fuzz_jinja/ until interp.cpp is
-// fixed; enable each test with its fix (as written they may hang or run into UB).
-// fuzz/crashes/fuzz_jinja/timeout-list-repeat-overflow.jinja
-TEST(JinjaBudgetRegression, DISABLED_ListRepeatOverflow) {
+// Defects of the binary `*` and `%` operators (src/jinja/interp.cpp: Interp::binop,
+// Interp::percent_format); more `%` cases, compared with Python, in percent_format_test.cpp.
+// fuzz/crashes/fuzz_jinja/timeout-list-repeat-overflow.jinja: 2 * 2^60 items, whose size in
+// bytes wrapped to 0 under the budget check
+TEST(JinjaBudgetRegression, ListRepeatOverflow) {
   expect_budget_error(R"({{ ([1, 2] * 1152921504606846976) | length }})");
+  expect_budget_error(R"({{ ([1, 2] * 9223372036854775807) | length }})");
+  expect_budget_error(R"({{ (9223372036854775807 * ("ab",)) | length }})");
+  expect_budget_error(R"({{ ("ab" * 9223372036854775807) | length }})");
+  // An empty operand gives an empty result at once, however large the count.
+  EXPECT_EQ(ok_out(R"({{ ([] * 9223372036854775807) | length }}|{{ ("" * 9223372036854775807) | length }}|{{ (() * 9223372036854775807) | length }})"),
+            "0|0|0");
+  EXPECT_EQ(ok_out(R"({{ [1, 2] * 2 }}|{{ 3 * "ab" }}|{{ [1] * -1 }}|{{ (1,) * 2 }})"), "[1, 2, 1, 2]|ababab|[]|(1, 1)");
 }
-// fuzz/crashes/fuzz_jinja/ubsan-format-width-int-overflow.jinja
-TEST(JinjaBudgetRegression, DISABLED_PercentFormatWidthIntOverflow) {
+// fuzz/crashes/fuzz_jinja/ubsan-format-width-int-overflow.jinja (Python: MemoryError)
+TEST(JinjaBudgetRegression, PercentFormatWidthIntOverflow) {
   expect_budget_error(R"({{ "%99999999999s" % "a" }})");
+  expect_budget_error(R"({{ "%9223372036854775807s" % "a" }})");
+  // Beyond 64 bits Python itself refuses the width.
+  auto r = render(R"({{ "%99999999999999999999s" % "a" }})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error->type, "ValueError") << r.error->format();
 }
 // fuzz/crashes/fuzz_jinja/timeout-format-width-2g.jinja
-TEST(JinjaBudgetRegression, DISABLED_PercentFormatWidth2G) {
+TEST(JinjaBudgetRegression, PercentFormatWidth2G) {
   expect_budget_error(R"({{ ("%2000000000s" % "a") | length }})");
+  expect_budget_error(R"({{ ("%-2000000000s" % "a") | length }})");
+  expect_budget_error(R"({{ ("%02000000000d" % 1) | length }})");
 }
 // fuzz/crashes/fuzz_jinja/timeout-format-precision-2g.jinja
-TEST(JinjaBudgetRegression, DISABLED_PercentFormatPrecision2G) {
+TEST(JinjaBudgetRegression, PercentFormatPrecision2G) {
   expect_budget_error(R"({{ ("%.2000000000f" % 1.5) | length }})");
+  expect_budget_error(R"({{ ("%.2000000000d" % 1) | length }})");
+}
+// fmt_float_fixed's 512-byte buffer cut fixed-format floats longer than 511 characters; the
+// exact text is Python's (digits of the binary value, as CPython's dtoa gives them).
+TEST(JinjaBudgetRegression, PercentFormatLongFloats) {
+  EXPECT_EQ(ok_out(R"({{ ('%.300f' % 1e300) | length }}|{{ ('%f' % 1e308) | length }}|{{ ('%.600f' % 1.5) | length }})"), "602|316|602");
+  EXPECT_EQ(ok_out(R"({{ '%f' % 1e308 }})"),
+            "10000000000000000109790636294404554174049230967731184633681068290315758540491149153716332897849468889906124966"
+            "97211725156115902837431400883283070091981460460312716645029330271856974896995885590433383844661650011784268976"
+            "26212945177628091195786707458122783970171784415105291802893207873272974885715430223118336.000000");
+  std::string s = ok_out(R"({{ '%.300f' % 1e300 }})");
+  EXPECT_EQ(s.substr(0, 40), "1000000000000000052504760255204420248704");
+  EXPECT_EQ(s.substr(301), "." + std::string(300, '0'));
 }
