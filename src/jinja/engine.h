@@ -398,7 +398,11 @@ inline bool truthy(const Value& v) {
     case K::Str: return !v.s().empty();
     case K::List:
     case K::Tuple: return !v.items().empty();
-    case K::Dict: return !v.d().v.empty();
+    case K::Dict: {
+      // a context dict not yet converted: its JSON says whether it is empty
+      auto* d = static_cast<DictObj*>(v.o);
+      return d->src ? !d->src->empty() : !d->v.empty();
+    }
     default: return true;
   }
 }
@@ -487,6 +491,7 @@ struct CallArgs {
 
 struct FuncObj : Obj {
   std::string name;
+  bool is_macro = false;  // a MacroObj (tested on every {{ f(...) }} without a dynamic_cast)
   virtual Value call(Interp& in, CallArgs& args) = 0;
   virtual std::string func_name() const { return name; }
 };

@@ -295,6 +295,7 @@ struct Interp::Builtin : FuncObj {
 struct MacroObj : FuncObj, CycLink {
   const MacroDef* def = nullptr;  // owned by the template
   FrameRef closure;
+  MacroObj() { is_macro = true; }
   std::string func_name() const override { return def->name; }
   Value call(Interp& in, CallArgs& a) override { return in.call_macro(*this, a); }
   Obj* self() override { return this; }
@@ -447,7 +448,7 @@ Value Interp::getattr(const Value& obj, const Value& namev, uint32_t info) {
   }
   if (obj.k == K::NS) {
     for (auto& [k, v] : static_cast<NSObj*>(obj.o)->attrs)
-      if (k == name) return v;
+      if (str_eq(k, name)) return v;
     return Value::undef("'" + py_repr(obj) + "' has no attribute '" + name + "'");
   }
   if (obj.k == K::Loop) return loop_attr(obj, int(info >> kLoopShift) - 1, name);
@@ -457,7 +458,7 @@ Value Interp::getattr(const Value& obj, const Value& namev, uint32_t info) {
       Value r;
       if (c->attr(*this, name, r, obj)) return r;
     }
-    if (name == "name" && dynamic_cast<MacroObj*>(f)) return Value::str(static_cast<MacroObj*>(f)->def->name);
+    if (name == "name" && f->is_macro) return Value::str(static_cast<MacroObj*>(f)->def->name);
     return Value::undef("'function object' has no attribute '" + name + "'");
   }
   if (has_method(obj.k, info)) {
@@ -1514,11 +1515,10 @@ void Interp::output(const Expr* e, Frame* f) {
     Value fn = eval(e->a.get(), f);
     CallArgs args = eval_args(e, f);
     cur_pos_ = e->pos;
-    if (fn.k == K::Func)
-      if (auto* m = dynamic_cast<MacroObj*>(static_cast<FuncObj*>(fn.o))) {
-        call_macro(*m, args, true);
-        return;
-      }
+    if (fn.k == K::Func && static_cast<FuncObj*>(fn.o)->is_macro) {
+      call_macro(*static_cast<MacroObj*>(static_cast<FuncObj*>(fn.o)), args, true);
+      return;
+    }
     emit_value(call(fn, args));
     return;
   }
@@ -1557,7 +1557,7 @@ void Interp::assign(const Expr* target, const Value& v, Frame* f) {
     }
     auto* o = static_cast<NSObj*>(g.o);
     for (auto& [k, val] : o->attrs)
-      if (k == target->name) { val = v; return; }
+      if (str_eq(k, target->name)) { val = v; return; }
     o->attrs.emplace_back(target->name, v);
     return;
   }
@@ -1835,7 +1835,14 @@ void Interp::install_globals(std::vector<std::pair<std::string, Value>>& globals
     localtime_r(&t, &tm);
     const std::string& fmt = a.pos[0].s();
     if (fmt.empty()) return Value::str("");
-    std::string buf(256 + fmt.size() * 8, '\0');
+    // the same buffer size either way (strftime gives nothing when the text does not fit)
+    const size_t cap = 256 + fmt.size() * 8;
+    if (cap <= 1024) {
+      char buf[1024];
+      size_t n = std::strftime(buf, cap, fmt.c_str(), &tm);
+      return in.str_val(std::string(buf, n));
+    }
+    std::string buf(cap, '\0');
     size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
     buf.resize(n);
     return in.str_val(std::move(buf));
