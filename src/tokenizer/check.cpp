@@ -346,6 +346,23 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
     tk.ids.reserve(hint + 64);
     // A malformed id is kept as -1 - (its index in `bad`): the entry is spelled but no token.
     std::vector<element> bad;
+    // Inserted in batches whose slots are prefetched first: each insert into the fresh table
+    // misses the cache, and the misses of one batch overlap.
+    constexpr size_t kBatch = 16;
+    std::string_view keys[kBatch];
+    TokenKey hashed[kBatch];
+    int64_t values[kBatch];
+    size_t pending = 0;
+    auto flush = [&] {
+      for (size_t k = 0; k < pending; ++k) {
+        auto [index, fresh] = tk.by_text.insert(keys[k], hashed[k], values[k]);
+        if (!fresh) {  // written twice: the last value wins, at the first position
+          tk.by_text.set_id(index, values[k]);
+          vocab_dups.push_back(keys[k]);
+        }
+      }
+      pending = 0;
+    };
     for (auto field : obj) {
       element v = field.value;
       int64_t id;
@@ -353,12 +370,13 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
         id = -1 - int64_t(bad.size());
         bad.push_back(v);
       }
-      auto [index, fresh] = tk.by_text.insert(field.key, id);
-      if (!fresh) {  // written twice: the last value wins, at the first position
-        tk.by_text.set_id(index, id);
-        vocab_dups.push_back(field.key);
-      }
+      keys[pending] = field.key;
+      hashed[pending] = tk.by_text.key(field.key);
+      values[pending] = id;
+      tk.by_text.prefetch(hashed[pending]);
+      if (++pending == kBatch) flush();
     }
+    flush();
     // Ids listed in increasing order (as every writer does) cannot repeat; otherwise sort them.
     bool increasing = true;
     for (const auto& e : tk.by_text.entries()) {
@@ -430,6 +448,47 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
       }
       Tally malformed, missing_part, missing_result, not_byte_level;
       std::string joined;
+      // Merges are checked in batches: the two parts' slots of a whole batch are prefetched
+      // before the first lookup, so their cache misses overlap. A merge's result is usually the
+      // vocabulary entry after the previous merge's result (writers number tokens in merge
+      // order): that guess is checked first, with no hashing and no random access.
+      struct Merge {
+        size_t i;
+        std::string_view a, b;
+        TokenKey ka, kb;
+      };
+      constexpr size_t kBatch = 16;
+      Merge batch[kBatch];
+      size_t pending = 0;
+      uint32_t next_result = TokenTable::npos;
+      auto flush = [&] {
+        for (size_t k = 0; k < pending; ++k) {
+          const Merge& mg = batch[k];
+          const size_t i = mg.i;
+          std::string_view a = mg.a, b = mg.b;
+          if (tk.byte_level && (!spelled_in_byte_level(a) || !spelled_in_byte_level(b)))
+            not_byte_level.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b); });
+          bool ha = tk.by_text.contains(a, mg.ka), hb = tk.by_text.contains(b, mg.kb);
+          if (!ha || !hb) {
+            missing_part.add_with([&] {
+              return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " (" + (!ha ? q(a) : q(b)) + " not in vocab)";
+            });
+            continue;
+          }
+          if (tk.by_text.token_at_is(next_result, a, b)) {
+            ++next_result;
+            continue;
+          }
+          joined.assign(a);
+          joined.append(b);
+          uint32_t index = tk.by_text.index_of(joined);
+          if (index != TokenTable::npos && tk.by_text.entry(index).id >= 0)
+            next_result = index + 1;
+          else
+            missing_result.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " -> " + q(joined); });
+        }
+        pending = 0;
+      };
       size_t n = 0;
       for (element m : arr) {
         size_t i = n++;
@@ -450,20 +509,13 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
           malformed.add_with([&] { return "#" + std::to_string(i) + " " + dump(m).substr(0, 80); });
           continue;
         }
-        if (tk.byte_level && (!spelled_in_byte_level(a) || !spelled_in_byte_level(b)))
-          not_byte_level.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b); });
-        bool ha = tk.by_text.contains(a), hb = tk.by_text.contains(b);
-        if (!ha || !hb) {
-          missing_part.add_with([&] {
-            return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " (" + (!ha ? q(a) : q(b)) + " not in vocab)";
-          });
-          continue;
-        }
-        joined.assign(a);
-        joined.append(b);
-        if (!tk.by_text.contains(joined))
-          missing_result.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " -> " + q(joined); });
+        Merge& mg = batch[pending++];
+        mg = Merge{i, a, b, tk.by_text.key(a), tk.by_text.key(b)};
+        tk.by_text.prefetch(mg.ka);
+        tk.by_text.prefetch(mg.kb);
+        if (pending == kBatch) flush();
       }
+      flush();
       if (malformed.count)
         sink.add("TK009", Severity::error,
                  "tokenizer.json has malformed merges: " + malformed.list() +

@@ -80,6 +80,20 @@ class TokenTable {
   }
   uint32_t index_of(std::string_view s) const { return index_of(s, key(s)); }
 
+  // Starts loading the slot a lookup of `k` begins at. Lookups in a fresh table miss the cache;
+  // issuing several of them ahead overlaps those misses.
+  void prefetch(TokenKey k) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[k.hash & mask_]);
+  }
+
+  // True when entry `index` is a token spelled a + b (checks a guess without hashing).
+  bool token_at_is(uint32_t index, std::string_view a, std::string_view b) const {
+    if (index >= entries_.size()) return false;
+    const Entry& e = entries_[index];
+    return e.id >= 0 && e.text.size() == a.size() + b.size() && e.text.substr(0, a.size()) == a &&
+           e.text.substr(a.size()) == b;
+  }
+
   // The token spelled `s`, or nullptr.
   const Entry* find(std::string_view s) const {
     uint32_t i = index_of(s);
