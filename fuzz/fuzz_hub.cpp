@@ -1,10 +1,13 @@
 // libFuzzer: the hub module's pure string functions, which see server-supplied text (file
-// listings, Location headers) and user-supplied specs. An input is up to five lines:
-//   repo spec \n glob pattern \n repo path \n base URL \n Location value
+// listings, Location and other response headers) and user-supplied specs. An input is up to
+// eight lines:
+//   repo spec \n glob pattern \n repo path \n base URL \n Location value \n
+//   Content-Range \n Retry-After \n RateLimit (also read as a status line and a decimal)
 // Invariants: no crash/UB, an accepted spec names a one-level cache folder, a path the hub
-// calls safe is one the loader will open, percent-encoding round-trips.
-// (The Content-Range / Retry-After / header-line parsing in src/hub is not reachable as a
-// pure function: it lives inside fetch.cpp and http.cpp callbacks.)
+// calls safe is one the loader will open, percent-encoding round-trips; the header parsers
+// (hub/headers.h) never accept a range with first > last or last >= its complete length, never
+// return a negative, NaN or unbounded wait, and a status is 0 or three digits.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -13,6 +16,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hub.h"
+#include "hub/headers.h"
 #include "hub/http.h"
 
 namespace {
@@ -45,14 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ckpt;
   std::string_view in(reinterpret_cast<const char*>(data), size);
   std::vector<std::string_view> f;
-  while (f.size() < 4) {
+  while (f.size() < 7) {
     size_t nl = in.find('\n');
     if (nl == std::string_view::npos) break;
     f.push_back(in.substr(0, nl));
     in.remove_prefix(nl + 1);
   }
   f.push_back(in);
-  f.resize(5);
+  f.resize(8);
 
   std::string err;
   if (auto spec = hub::parse_repo_spec(f[0], &err)) {
@@ -78,5 +82,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (char c : origin)
     if (c >= 'A' && c <= 'Z') std::abort();
   (void)hub::detail::resolve_location(f[3], f[4]);
+
+  using namespace hub::detail;
+  if (auto cr = parse_content_range(f[5])) {
+    if (cr->unsatisfied ? !cr->total : cr->first > cr->last) std::abort();
+    if (!cr->unsatisfied && cr->total && cr->last >= *cr->total) std::abort();
+  }
+  constexpr double kYear = 365.0 * 24 * 3600;
+  for (std::time_t now : {std::time_t(0), std::time_t(1'700'000'000), std::time_t(-1)}) {
+    if (auto w = parse_retry_after(f[6], now); w && !(*w >= 0 && *w <= kYear)) std::abort();
+  }
+  if (auto w = parse_ratelimit_wait(f[7]); w && !(*w >= 1 && *w <= kYear + 1)) std::abort();
+  long st = parse_status_line(f[7]);
+  if (st != 0 && (st < 100 || st > 999)) std::abort();
+  if (auto v = parse_decimal_u64(f[6]); v && std::to_string(*v) != f[6] && f[6].front() != '0') std::abort();
   return 0;
 }

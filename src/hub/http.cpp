@@ -1,5 +1,7 @@
 #include "hub/http.h"
 
+#include "hub/headers.h"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -47,13 +49,7 @@ size_t header_cb(char* data, size_t size, size_t nmemb, void* ud) {
   if (line.rfind("HTTP/", 0) == 0) {  // a new status line (e.g. after 100 Continue)
     t->resp->headers.clear();
     t->headers_done = false;
-    auto sp = line.find(' ');
-    if (sp != std::string_view::npos) {
-      long st = 0;
-      for (size_t i = sp + 1; i < line.size() && std::isdigit(static_cast<unsigned char>(line[i])); ++i)
-        st = st * 10 + (line[i] - '0');
-      t->resp->status = st;
-    }
+    t->resp->status = parse_status_line(trim(line));  // 0 (no HTTP response) for a garbled one
     return n;
   }
   auto tl = trim(line);
