@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "ckpt/hub.h"
 #include "ckpt/json.h"
 #include "hub/hash.h"
+#include "hub/headers.h"
 #include "hub/http.h"
 
 namespace ckpt::hub {
@@ -58,27 +60,11 @@ std::string short_body(const std::string& body) {
   return s;
 }
 
-double parse_retry_after(const HttpResponse& r) {
-  // RateLimit: "resolvers";r=0;t=172 -> wait t+1 when r == 0; else numeric Retry-After.
-  auto rl = r.header("ratelimit");
-  if (!rl.empty()) {
-    auto rp = rl.find(";r=");
-    auto tp = rl.find(";t=");
-    if (rp != std::string::npos && tp != std::string::npos) {
-      long rem = std::strtol(rl.c_str() + rp + 3, nullptr, 10);
-      long t = std::strtol(rl.c_str() + tp + 3, nullptr, 10);
-      if (rem == 0 && t >= 0) return static_cast<double>(t) + 1;
-    }
-  }
-  auto ra = r.header("retry-after");
-  if (!ra.empty()) {
-    char* end = nullptr;
-    double v = std::strtod(ra.c_str(), &end);
-    if (end != ra.c_str() && v >= 0 && *end == '\0') return v;
-    // Retry-After may also be an HTTP-date (RFC 9110 10.2.3).
-    time_t when = curl_getdate(ra.c_str(), nullptr);
-    if (when > 0) return std::max(0.0, std::difftime(when, std::time(nullptr)));
-  }
+// Seconds a 429/503 asks us to wait: RateLimit (r=0 -> t+1) first, as huggingface_hub, then
+// Retry-After (seconds or an HTTP-date); -1 when neither says. Parsers in hub/headers.cpp.
+double server_wait(const HttpResponse& r) {
+  if (auto w = parse_ratelimit_wait(r.header_all("ratelimit"))) return *w;
+  if (auto w = parse_retry_after(r.header("retry-after"), std::time(nullptr))) return *w;
   return -1;
 }
 
@@ -87,6 +73,12 @@ Outcome classify(const HttpResponse& r, const std::string& what, bool have_token
   if (r.cancelled) {
     o.kind = ErrorKind::cancelled;
     o.message = what + ": cancelled";
+    return o;
+  }
+  if (r.body_too_large) {  // an endless or absurd API answer: retrying would fetch it again
+    o.kind = ErrorKind::protocol;
+    o.message = what + ": the response body is larger than this client accepts (" +
+                std::to_string(r.body.size() >> 20) + " MiB received); refused";
     return o;
   }
   if (!r.transport_ok() && !r.aborted_by_sink) {
@@ -135,7 +127,7 @@ Outcome classify(const HttpResponse& r, const std::string& what, bool have_token
   } else if (st == 408 || st == 429 || (st >= 500 && st <= 599)) {
     o.kind = st == 429 ? ErrorKind::rate_limited : ErrorKind::http;
     o.retryable = true;
-    o.retry_after = parse_retry_after(r);
+    o.retry_after = server_wait(r);
     o.message = what + ": " + status_s + suffix;
   } else {
     o.kind = ErrorKind::http;
@@ -226,12 +218,14 @@ struct Ctx {
 };
 
 // A small request (API / HEAD) with retries on network errors, 408, 429 and 5xx.
+// `final_status`: statuses returned at once, unretried (a HEAD the server refuses).
 HttpResponse request_with_retries(Ctx& ctx, const HttpRequest& req, const std::string& what, Outcome* out,
-                                  int* retries_used = nullptr) {
+                                  int* retries_used = nullptr, std::initializer_list<long> final_status = {}) {
   HttpResponse r;
   for (int attempt = 0;; ++attempt) {
     r = perform(req);
     *out = classify(r, what, !ctx.opts.token.empty());
+    if (std::find(final_status.begin(), final_status.end(), r.status) != final_status.end()) return r;
     if (out->kind == ErrorKind::none || !out->retryable || attempt >= ctx.opts.retries || ctx.cancelled()) return r;
     double d = ctx.jitter_delay(attempt, out->retry_after);
     ctx.log(out->message + "; retry " + std::to_string(attempt + 1) + "/" + std::to_string(ctx.opts.retries) +
@@ -258,16 +252,7 @@ bool safe_etag(const std::string& e) {
   return true;
 }
 
-std::optional<uint64_t> parse_u64(const std::string& s) {
-  if (s.empty() || s.size() > 20) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return v;
-}
+std::optional<uint64_t> parse_u64(const std::string& s) { return parse_decimal_u64(s); }
 
 // ---------------------------------------------------------------------------------------
 // Filesystem helpers.
@@ -303,44 +288,162 @@ bool write_file_atomic(const fs::path& p, const std::string& content, std::strin
   return true;
 }
 
-// An exclusive flock, polled so cancellation works; "Still waiting" logged every 10 s.
+// Where the holder of a blob's lock writes, so a waiter can tell a working holder from a
+// hung one: files in `dir` named `prefix`[.*].incomplete (ckpt and huggingface_hub <= 1.17:
+// <etag>.incomplete; >= 1.18: <etag>.<uuid8>.incomplete; local-dir: <hash>.<etag>*.incomplete).
+struct LockWatch {
+  fs::path dir;
+  std::string prefix;
+};
+
+// The pid holding an flock on the open file `fd` (from /proc/locks), 0 when unknown.
+long flock_holder(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return 0;
+  char key[96];
+  std::snprintf(key, sizeof key, "%02x:%02x:%llu", ::major(st.st_dev), ::minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  std::ifstream in("/proc/locks");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "1: FLOCK  ADVISORY  WRITE 12345 08:01:1234567 0 EOF" (waiters carry "->" and are skipped)
+    std::istringstream ls(line);
+    std::string n, type, mode, rw, pid, dev;
+    if (!(ls >> n >> type >> mode >> rw >> pid >> dev) || type != "FLOCK" || dev != key) continue;
+    return std::strtol(pid.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+// An exclusive flock on a blob's lock file, polled so cancellation works.
+// Waiting is bounded the way a stalled download is: while the holder makes progress — bytes
+// added to its .incomplete, or the heartbeat a ckpt holder keeps on the lock file (its mtime,
+// every 0.5 s, retries and hashing included) — the waiter waits, logging every 10 s; after
+// max(stall_timeout, 2 s) without either it gives up with a network error naming the holder.
+// Nothing is then written: the holder may still resume and write into the same temp file.
 class FileLock {
  public:
-  FileLock(Ctx& ctx, const fs::path& p) {
+  FileLock(Ctx& ctx, const fs::path& p, const LockWatch& watch) {
     std::error_code ec;
     fs::create_directories(p.parent_path(), ec);
     fd_ = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0664);
     if (fd_ < 0) {
+      kind_ = ErrorKind::io;
       error_ = "cannot open lock " + p.string() + ": " + std::strerror(errno);
       return;
     }
+    const bool bounded = ctx.opts.stall_timeout > 0;
+    const auto window = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::max(ctx.opts.stall_timeout, 2.0)));
     auto start = Clock::now();
     auto next_log = start + std::chrono::seconds(10);
+    auto next_look = start;
+    auto last_change = start;
+    Observation seen = observe(watch);
     while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK && errno != EINTR) {
-        // flock unsupported: cooperate without it (hash verification still guards the blob).
-        ctx.log("warning: flock on " + p.string() + " failed (" + std::strerror(errno) + "); continuing without lock");
+        // flock unsupported (some network filesystems): cooperate without it. The caller then
+        // downloads into a temp file of its own, so two writers never share one.
+        ctx.log("warning: flock on " + p.string() + " failed (" + std::strerror(errno) +
+                "); continuing without the lock, in a private temp file");
+        unsupported_ = true;
         return;
       }
       if (ctx.cancelled()) {
+        kind_ = ErrorKind::cancelled;
         error_ = "cancelled while waiting for lock";
         return;
       }
-      if (Clock::now() >= next_log) {
-        ctx.log("still waiting to acquire lock " + p.string() + " (another fetch of the same file)");
+      auto now = Clock::now();
+      if (now >= next_look) {
+        Observation o = observe(watch);
+        if (o != seen) {
+          seen = o;
+          last_change = now;
+        }
+        next_look = now + std::chrono::milliseconds(250);
+      }
+      double idle = std::chrono::duration<double>(now - last_change).count();
+      if (bounded && now - last_change >= window) {
+        long pid = flock_holder(fd_);
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%.0f", idle);
+        kind_ = ErrorKind::network;
+        error_ = "another process" + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string()) +
+                 " holds the lock " + p.string() + " for this file and made no progress for " + secs +
+                 " s (its " + (watch.dir / (watch.prefix + "*.incomplete")).string() + " stayed at " +
+                 std::to_string(seen.bytes) + " bytes); gave up waiting after " +
+                 std::to_string(static_cast<long>(std::chrono::duration<double>(now - start).count())) +
+                 " s. Stop or wait for that process, then re-run";
+        return;
+      }
+      if (now >= next_log) {
+        long pid = flock_holder(fd_);
+        ctx.log("still waiting to acquire lock " + p.string() + " (held by " +
+                (pid > 0 ? "pid " + std::to_string(pid) : std::string("another process")) +
+                ", fetching the same file: its temp file has " + std::to_string(seen.bytes) + " bytes" +
+                (idle >= 1 ? ", idle for " + std::to_string(static_cast<long>(idle)) + " s" : std::string()) + ")");
         next_log += std::chrono::seconds(10);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    heartbeat_ = std::thread([this] {
+      std::unique_lock<std::mutex> l(mu_);
+      while (!stop_) {
+        ::futimens(fd_, nullptr);  // "alive": a waiter keeps waiting while this moves
+        cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return stop_; });
+      }
+    });
   }
   ~FileLock() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    if (heartbeat_.joinable()) heartbeat_.join();
     if (fd_ >= 0) ::close(fd_);  // releases the flock; the lock file stays (as huggingface_hub)
   }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
   const std::string& error() const { return error_; }
+  ErrorKind kind() const { return kind_; }
+  bool unsupported() const { return unsupported_; }
 
  private:
+  struct Observation {
+    uint64_t bytes = 0;  // total size of the watched temp files
+    int64_t newest = 0;  // newest mtime (ns) among them and the lock file
+    size_t files = 0;
+    bool operator!=(const Observation& o) const { return bytes != o.bytes || newest != o.newest || files != o.files; }
+  };
+  Observation observe(const LockWatch& w) const {
+    Observation o;
+    auto ns = [](const struct stat& st) { return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; };
+    struct stat st;
+    if (fd_ >= 0 && ::fstat(fd_, &st) == 0) o.newest = ns(st);
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(w.dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      // <prefix>.incomplete or <prefix>.<anything>.incomplete
+      if (name.size() < w.prefix.size() + 11 || name.compare(0, w.prefix.size(), w.prefix) != 0 ||
+          name[w.prefix.size()] != '.' || name.compare(name.size() - 11, 11, ".incomplete") != 0)
+        continue;
+      if (::stat(it->path().c_str(), &st) != 0) continue;
+      o.bytes += static_cast<uint64_t>(st.st_size);
+      o.newest = std::max(o.newest, ns(st));
+      ++o.files;
+    }
+    return o;
+  }
   int fd_ = -1;
+  ErrorKind kind_ = ErrorKind::none;
   std::string error_;
+  bool unsupported_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread heartbeat_;
 };
 
 uint64_t file_size_or_zero(const fs::path& p) {
@@ -596,9 +699,7 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
       if (status == 206) {
         // Content-Range: bytes a-b/total must start where we asked and stay inside it.
         auto cr = tmp.header("content-range");
-        unsigned long long a = 0, b = 0;
-        char tot[32] = {0};
-        bool parsed = std::sscanf(cr.c_str(), "bytes %llu-%llu/%31s", &a, &b, tot) == 3;
+        auto range = parse_content_range(cr);
         if (!enc.empty()) {
           if (!whole_file_mode) {  // ranges come back content-encoded: useless for parts
             ar.no_ranges = true;
@@ -608,14 +709,14 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
           bad_msg = "a ranged response came back with Content-Encoding: " + enc;
           return false;
         }
-        if (!parsed || a != cur || b < a || b + 1 > to ||
-            (std::string(tot) != "*" && std::string(tot) != std::to_string(size))) {
+        if (!range || range->unsatisfied || range->first != cur || range->last >= to ||
+            (range->total && *range->total != size)) {
           bad = true;
           bad_msg = "Content-Range '" + cr + "' does not match the requested bytes " + std::to_string(cur) + "-" +
                     std::to_string(to - 1) + "/" + std::to_string(size);
           return false;
         }
-        range_end = b + 1;
+        range_end = range->last + 1;
         return true;
       }
       if (status == 200) {
@@ -747,7 +848,8 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
     return ar;
   }
   ar.outcome.kind = ErrorKind::protocol;
-  ar.outcome.message = ts.repo_path + ": too many redirects";
+  ar.outcome.message = ts.repo_path + (hops > 10 ? ": too many redirects (a redirect loop?)"
+                                                 : ": the server kept answering with tiny partial ranges; gave up");
   return ar;
 }
 
@@ -790,7 +892,8 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
       unsigned parts = ctx.opts.range_parts;
       uint64_t span = size - have;
       std::vector<uint64_t> starts(parts + 1);
-      for (unsigned i = 0; i <= parts; ++i) starts[i] = have + span * i / parts;
+      for (unsigned i = 0; i <= parts; ++i)  // 128-bit: span * i overflows for absurd sizes
+        starts[i] = have + static_cast<uint64_t>(static_cast<unsigned __int128>(span) * i / parts);
       std::vector<std::atomic<uint64_t>> pos(parts);
       for (unsigned i = 0; i < parts; ++i) pos[i] = starts[i];
       std::vector<AttemptResult> res(parts);
@@ -940,13 +1043,60 @@ std::string resolve_url(const Ctx& ctx, const std::string& path) {
 // goes and the metadata comes from the response that named it. A same-host absolute redirect
 // whose response lacks the metadata (an alternative endpoint, HH#4739) is followed as well.
 // Values missing from the last response come from earlier hops, then from the tree listing.
+// The metadata request as a GET of the first byte (huggingface.js and hf_transfer ask that way):
+// for servers that refuse HEAD. The body is never read (the transfer stops at the headers of a
+// 2xx); error bodies are kept for the message.
+void make_metadata_get(HttpRequest& req) {
+  req.method = "GET";
+  req.headers.push_back("Range: bytes=0-0");
+  req.max_body = 64u << 10;
+  req.on_headers = [](long status, const HeaderList&) { return status < 200 || status >= 300; };
+}
+
+// The complete size the server reports for a download URL, from a ranged GET of its first byte
+// (206: Content-Range's complete length; 200: an unencoded Content-Length), following up to 10
+// redirects; nullopt when it does not say.
+std::optional<uint64_t> probe_size(Ctx& ctx, std::string url, const std::string& path, FileResult& fr) {
+  for (int hop = 0; hop < 10; ++hop) {
+    HttpRequest req = ctx.base_request("GET", url);
+    make_metadata_get(req);
+    Outcome o;
+    HttpResponse r = request_with_retries(ctx, req, path, &o, &fr.retries);
+    if (o.kind != ErrorKind::none) return std::nullopt;
+    if (r.status >= 300 && r.status < 400) {
+      auto loc = r.header("location");
+      if (loc.empty()) return std::nullopt;
+      url = resolve_location(url, loc);
+      if (!http_scheme(url)) return std::nullopt;
+      continue;
+    }
+    if (!r.header("content-encoding").empty() && r.header("content-encoding") != "identity") return std::nullopt;
+    if (r.status == 206) {
+      auto cr = parse_content_range(r.header("content-range"));
+      return cr ? cr->total : std::nullopt;
+    }
+    if (r.status == 200) return parse_decimal_u64(r.header("content-length"));
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 bool head_metadata(Ctx& ctx, const std::string& path, const TreeEntry* te, Meta& meta, FileResult& fr) {
   std::string url = resolve_url(ctx, path);
   std::string commit_seen, linked_etag_seen, etag_seen, linked_size_seen;
+  bool use_get = false;  // the server refused HEAD (405 / 501): GET the first byte instead
   for (int hop = 0; hop < 10; ++hop) {
-    HttpRequest req = ctx.base_request("HEAD", url);
+    HttpRequest req = ctx.base_request(use_get ? "GET" : "HEAD", url);
+    if (use_get) make_metadata_get(req);
     Outcome o;
-    HttpResponse r = request_with_retries(ctx, req, path, &o, &fr.retries);
+    HttpResponse r = request_with_retries(ctx, req, path, &o, &fr.retries, {405, 501});
+    if (!use_get && (r.status == 405 || r.status == 501)) {
+      ctx.log(path + ": the server refuses HEAD (HTTP " + std::to_string(r.status) +
+              "); reading the file's metadata from a GET of its first byte");
+      use_get = true;
+      --hop;
+      continue;
+    }
     std::string commit = r.header("x-repo-commit");
     if (!commit.empty()) commit_seen = commit;
     if (o.kind != ErrorKind::none) {
@@ -969,14 +1119,18 @@ bool head_metadata(Ctx& ctx, const std::string& path, const TreeEntry* te, Meta&
     std::string plain_etag = normalize_etag(r.header("etag"));
     std::string linked_size = r.header("x-linked-size");
     std::string plain_size;
-    if (!is_redirect && r.header("content-encoding").empty()) plain_size = r.header("content-length");
+    bool encoded = !r.header("content-encoding").empty() && r.header("content-encoding") != "identity";
+    if (!is_redirect && !encoded && r.status == 200) plain_size = r.header("content-length");
+    if (r.status == 206 && !encoded)  // the GET fallback: the complete length of Content-Range
+      if (auto cr = parse_content_range(r.header("content-range")); cr && cr->total)
+        plain_size = std::to_string(*cr->total);
     auto loc = r.header("location");
     if (is_redirect && loc.empty()) {
       fr.kind = ErrorKind::protocol;
       fr.error = path + ": HTTP " + std::to_string(r.status) + " redirect without Location on the metadata request";
       return false;
     }
-    if (!is_redirect && r.status != 200) {
+    if (!is_redirect && r.status != 200 && !(use_get && r.status == 206)) {
       fr.kind = ErrorKind::protocol;
       fr.error = path + ": unexpected HTTP " + std::to_string(r.status) + " on the metadata request";
       return false;
@@ -1019,6 +1173,18 @@ bool head_metadata(Ctx& ctx, const std::string& path, const TreeEntry* te, Meta&
     if (!size && te && te->size) {
       ctx.log(path + ": no X-Linked-Size/Content-Length on the metadata response; using the tree listing's size");
       size = te->size;
+    }
+    if (!size && !meta.commit.empty() && !meta.etag.empty()) {
+      // Neither the hub nor a listing gives the size. When the bytes can be hash-verified, the
+      // download URL may tell it (a ranged GET of one byte): a wrong answer cannot pass the hash.
+      std::string e = meta.etag;
+      for (auto& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      bool hashable = etag_kind(e) != EtagKind::opaque ||
+                      (te && etag_kind(!te->lfs_oid.empty() ? te->lfs_oid : te->oid) != EtagKind::opaque);
+      if (hashable) {
+        size = probe_size(ctx, meta.location, path, fr);
+        if (size) ctx.log(path + ": no size in the metadata; the download URL reports " + std::to_string(*size) + " bytes");
+      }
     }
     std::vector<std::string> missing;
     if (meta.commit.empty()) missing.push_back("X-Repo-Commit");
@@ -1233,6 +1399,15 @@ bool fetch_checked_metadata(Ctx& ctx, const TreeEntry& te, const std::string& pa
   return true;
 }
 
+// "" for the shared, resumable temp name; ".<8 hex>" for a private one.
+std::string private_infix(Ctx& ctx, bool needed) {
+  if (!needed) return {};
+  std::lock_guard<std::mutex> g(ctx.mu);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, ".%08x", static_cast<unsigned>(ctx.rng() & 0xffffffffu));
+  return buf;
+}
+
 void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   const std::string& path = te.path;
   fs::path snap = ctx.repo_dir / "snapshots" / ctx.commit / path;
@@ -1252,9 +1427,9 @@ void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   std::error_code ec;
   fs::create_directories(blob.parent_path(), ec);
   {
-    FileLock lock(ctx, ctx.locks_dir / (meta.etag + ".lock"));
+    FileLock lock(ctx, ctx.locks_dir / (meta.etag + ".lock"), LockWatch{blob.parent_path(), meta.etag});
     if (!lock.error().empty()) {
-      fr.kind = ErrorKind::io;
+      fr.kind = lock.kind();
       fr.error = path + ": " + lock.error();
       return;
     }
@@ -1265,9 +1440,12 @@ void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
         ctx.log(path + ": existing blob " + blob.string() + " has " + std::to_string(bsz) + " bytes, expected " +
                 std::to_string(meta.size) + "; replacing it");
       }
-      fs::path tmp = ctx.repo_dir / "blobs" / (meta.etag + ".incomplete");
+      // Without a working flock another process may be writing <etag>.incomplete: use a temp
+      // file of our own (as huggingface_hub >= 1.18 always does), removed again on failure.
+      fs::path tmp = ctx.repo_dir / "blobs" / (meta.etag + private_infix(ctx, lock.unsupported()) + ".incomplete");
       ts.report(file_size_or_zero(tmp), true);
       if (!obtain_with_refresh(ctx, ts, te, meta, tmp)) {
+        if (lock.unsupported()) fs::remove(tmp, ec);
         ts.prog.failed = true;
         ts.report(fr.received, true);
         return;
@@ -1382,9 +1560,10 @@ void fetch_one_local(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
     }
     return true;
   };
-  FileLock lock(ctx, lock_path);
+  const std::string tmp_prefix = short_hash(meta_path.filename().string()) + "." + meta.etag;
+  FileLock lock(ctx, lock_path, LockWatch{meta_path.parent_path(), tmp_prefix});
   if (!lock.error().empty()) {
-    fr.kind = ErrorKind::io;
+    fr.kind = lock.kind();
     fr.error = path + ": " + lock.error();
     return;
   }
@@ -1397,11 +1576,12 @@ void fetch_one_local(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   TransferState ts{ctx, path, fr};
   ts.prog.path = path;
   ts.prog.total = meta.size;
-  fs::path tmp = meta_path.parent_path() / (short_hash(meta_path.filename().string()) + "." + meta.etag + ".incomplete");
+  fs::path tmp = meta_path.parent_path() / (tmp_prefix + private_infix(ctx, lock.unsupported()) + ".incomplete");
   std::error_code ec;
   fs::create_directories(tmp.parent_path(), ec);
   fs::create_directories(dest.parent_path(), ec);
   if (!obtain_with_refresh(ctx, ts, te, meta, tmp)) {
+    if (lock.unsupported()) fs::remove(tmp, ec);
     ts.prog.failed = true;
     ts.report(fr.received, true);
     return;
@@ -1939,7 +2119,7 @@ FetchResult fetch(const RepoSpec& spec, const FetchOptions& opts_in) {
   });
   if (ctx.opts.on_plan) {
     uint64_t known = 0;
-    for (const auto& t : plan) known += t.size.value_or(0);
+    for (const auto& t : plan) known = t.size.value_or(0) > UINT64_MAX - known ? UINT64_MAX : known + t.size.value_or(0);
     ctx.opts.on_plan(plan.size(), known);
   }
   if (ctx.local) {

@@ -427,3 +427,66 @@ TEST_F(HubTest, DatasetRepoUsesItsUrlPrefixAndCacheFolder) {
   EXPECT_GE(hub.count("hub", "HEAD", "/api/resolve-cache/datasets/org/data/"), 2);
   EXPECT_FALSE(fs::exists(cache() / "models--org--data"));
 }
+
+TEST_F(HubTest, HeadRefusedWith405FallsBackToAGetOfTheFirstByte) {
+  // A server without HEAD: the metadata comes from GET Range: bytes=0-0 (huggingface.js and
+  // hf_transfer ask that way), its Content-Range giving the size; nothing is downloaded twice.
+  hub.refuse_head(405);
+  auto r = fetch(opts());
+  ASSERT_TRUE(r.ok) << r.error;
+  for (const auto& f : standard_files()) expect_published(kC1, f);
+  EXPECT_TRUE(logged(hub, "GET", "/org/model/resolve/" + kC1 + "/model.safetensors", "bytes=0-0"));
+  EXPECT_EQ(hub.count("hub", "HEAD", "/org/model/resolve/"), 3);  // one refused HEAD per file, no retries
+}
+
+TEST_F(HubTest, HeadRefusedWith501IsNotRetriedAsAServerError) {
+  hub.refuse_head(501);
+  hub.enable_cdn();
+  auto o = opts();
+  o.backoff_base = 1;  // a retried 501 would cost seconds
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = fetch(o);
+  EXPECT_LT(since(t0), 5.0);
+  ASSERT_TRUE(r.ok) << r.error;
+  for (const auto& f : standard_files()) expect_published(kC1, f);
+  EXPECT_EQ(hub.count("hub", "HEAD", "/org/model/resolve/"), 3);
+  // The LFS file's 302 (with X-Linked-*) answered the GET: the CDN saw only the download.
+  EXPECT_FALSE(logged(hub, "GET", "/blob/", "bytes=0-0"));
+}
+
+TEST_F(HubTest, CdnRedirectWithoutLinkedSizeOrListingTakesTheSizeFromTheCdn) {
+  // No X-Linked-Size on the 302 and no tree API: the sha256 etag still pins the bytes, so the
+  // size the CDN reports for a one-byte range is used (huggingface_hub fails here).
+  hub.enable_cdn();
+  hub.break_tree_api(true);
+  hub.add_commit(kRepo, kC1, with([](MockFile& f) { f.no_linked_size = true; }));
+  auto r = fetch(opts());
+  ASSERT_TRUE(r.ok) << r.error;
+  for (const auto& f : standard_files()) expect_published(kC1, f);
+  EXPECT_TRUE(logged(hub, "GET", "/blob/", "bytes=0-0"));
+  for (const auto& l : hub.log())
+    if (l.server == "cdn") EXPECT_EQ(l.authorization, "") << l.target;
+}
+
+TEST_F(HubTest, KeepAliveAnnouncedButClosedAfterEveryResponse) {
+  // "Connection: keep-alive", then a close: the reused connection is found dead on the next
+  // request and a fresh one opened, without a failed attempt or a retry being counted.
+  hub.keep_alive_lie(true);
+  auto o = opts();
+  o.jobs = 1;  // one connection per thread, so every request after the first tries to reuse it
+  auto r = fetch(o);
+  ASSERT_TRUE(r.ok) << r.error;
+  for (const auto& f : standard_files()) expect_published(kC1, f);
+  for (const auto& f : r.files) EXPECT_EQ(f.retries, 0) << f.path;
+}
+
+TEST_F(HubTest, Http10FilesWithoutContentLengthAndACutBodyAreResumed) {
+  // HTTP/1.0 answers end with the connection: a body cut short looks complete to HTTP, so only
+  // the expected size tells; the rest is asked for with Range (206, still without a length).
+  hub.http10_files(true);
+  hub.set_fault(kRepo, "model.safetensors", {FaultKind::truncate_after, 100 * 1000, 0, 500, 1});
+  auto r = fetch(opts());
+  ASSERT_TRUE(r.ok) << r.error;
+  for (const auto& f : standard_files()) expect_published(kC1, f);
+  EXPECT_TRUE(logged(hub, "GET", "model.safetensors", "bytes=100000-307199"));
+}

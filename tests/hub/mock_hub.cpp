@@ -359,10 +359,18 @@ void MockHub::handle(int fd, const std::string& name) {
       log_.push_back({name, rq.method, rq.target, rq.header("authorization"), rq.header("range")});
       if (++served > 1) ++reused_;
     }
-    t_keep = keep_alive_;
+    t_keep = keep_alive_ || keep_alive_lie_;
+    if (rq.method == "HEAD" && refuse_head_ != 0) {
+      std::string h = "HTTP/1.1 " + std::to_string(refuse_head_.load()) + " " +
+                      (refuse_head_ == 405 ? "Method Not Allowed" : "Not Implemented") +
+                      "\r\nAllow: GET\r\nContent-Length: 0\r\n" + (t_keep ? "Connection: keep-alive\r\n" : "Connection: close\r\n") + "\r\n";
+      send_str(fd, h);
+      if (!t_keep || keep_alive_lie_) return;
+      continue;
+    }
     if (name == "cdn") route_cdn(fd, rq);
     else route_hub(fd, rq);
-    if (!t_keep) return;
+    if (!t_keep || keep_alive_lie_) return;
   }
 }
 
@@ -728,12 +736,14 @@ void MockHub::serve_file(int fd, Request& rq, const std::string& repo, const Moc
   if (fl.kind == FaultKind::short_length) claimed = std::min<uint64_t>(len, fl.after);
   if (head && f.head_length) claimed = f.head_length;
   bool clean = fl.kind == FaultKind::none || fl.kind == FaultKind::corrupt || fl.kind == FaultKind::headers_delay;
-  if (!clean || f.no_length) t_keep = false;
-  std::string hd = "HTTP/1.1 " + std::to_string(status) + " " + reason(status) + "\r\n";
+  const bool http10 = http10_;
+  if (!clean || f.no_length || http10) t_keep = false;
+  std::string hd = std::string(http10 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(status) + " " + reason(status) + "\r\n";
   for (const auto& [k, v] : h) hd += k + ": " + v + "\r\n";
-  if (f.chunked) hd += "Transfer-Encoding: chunked\r\n";
+  if (http10) {}  // no framing headers at all: the close ends the body
+  else if (f.chunked) hd += "Transfer-Encoding: chunked\r\n";
   else if (!f.no_length) hd += "Content-Length: " + std::to_string(claimed) + "\r\n";
-  hd += connection_header();
+  if (!http10) hd += connection_header();
   hd += "\r\n";
   if (fl.kind == FaultKind::header_drip) {
     for (char c : hd)

@@ -105,6 +105,15 @@ class MockHub {
   // Tree pages: relative Link URLs, each rel in its own Link header (a rel="prev" first).
   void tree_link_variants(bool on) { tree_link_variants_ = on; }
   void break_tree_api(bool on) { break_tree_ = on; }
+  // Every HEAD (hub and CDN) answered with this status (405 Method Not Allowed, 501 Not
+  // Implemented), as servers without HEAD support do; 0: HEAD served normally.
+  void refuse_head(int status) { refuse_head_ = status; }
+  // Every response says "Connection: keep-alive", then the server closes the connection anyway
+  // (an idle timeout of zero): a client reusing it finds it dead on its next request.
+  void keep_alive_lie(bool on) { keep_alive_lie_ = on; }
+  // Files answered as an HTTP/1.0 server does: "HTTP/1.0" status line, no Content-Length (the
+  // body ends when the connection closes), Range still honoured.
+  void http10_files(bool on) { http10_ = on; }
   // HTTP/1.1 keep-alive: several requests per connection (faults that break framing still close).
   void keep_alive(bool on) { keep_alive_ = on; }
   // Requests served on connections that carried more than one (keep_alive mode).
@@ -157,6 +166,8 @@ class MockHub {
   size_t tree_page_size_ = 1000;
   std::atomic<bool> strip_commit_{false}, gzip_api_{false}, relative_redirects_{false}, same_host_lfs_{false},
       tree_link_variants_{false}, break_tree_{false}, keep_alive_{false}, cdn_get_only_{false};
+  std::atomic<int> refuse_head_{0};
+  std::atomic<bool> keep_alive_lie_{false}, http10_{false};
   int reused_ = 0;
   std::string tree_lie_;
   int hub_fd_ = -1, cdn_fd_ = -1;
