@@ -2,12 +2,15 @@
 // against tokenizer_config.json / generation_config.json / config.json (named special
 // tokens and ids), against the embedding rows, and against the chat template's literals.
 //
-// tokenizer.json is read from its bytes with simdjson's DOM (no json::Value tree): the
-// vocabulary goes into a flat TokenTable of views into the parsed document and the merges are
-// checked while iterating. Where json::Value and this reader could differ, this one follows
+// tokenizer.json is read from its bytes (no json::Value tree): model.vocab and model.merges by
+// the strict scanners of json_sections.h, the rest of the file by simdjson's DOM; files those
+// scanners do not read (or invalid ones) go through the DOM whole. The vocabulary goes into a
+// flat TokenTable of views into the file, the DOM and an arena, and the merges are checked
+// while they are read. Where json::Value and this reader could differ, this one follows
 // json::parse: the last of duplicate keys wins (at the position of the first), integers above
 // int64 are numbers but not ids, and the same parser decides what is valid JSON.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -21,6 +24,7 @@
 
 #include "ckpt/tokenizer.h"
 #include "io/limits.h"
+#include "tokenizer/json_sections.h"
 #include "tokenizer/sentencepiece.h"
 #include "tokenizer/token_table.h"
 #include "tokenizer/utf8.h"
@@ -260,8 +264,125 @@ std::vector<std::string_view> vocab_duplicates(element root, const std::vector<s
   return out;
 }
 
-// tokenizer.json's "model" section and added_tokens.
-void read_tokenizer_json(const std::string& file, element root, Tokens& tk, FindingSink& sink) {
+// The big sections read by the strict scanners (json_sections.h) instead of the DOM, and
+// whether the reader used them where they belong.
+struct Sections {
+  std::string_view text;  // the whole file
+  SectionRanges at;
+  StringArena arena;  // their unescaped strings
+  bool vocab_used = false, merges_used = false;
+  bool gave_up = false;  // a section is outside what the scanners read: parse it all with the DOM
+};
+
+bool is_sentinel(element e, int64_t value) { return is_int(e) && as_int(e) == value; }
+
+// Vocabulary entries into the table, in batches whose slots are prefetched first: each insert
+// into the fresh table misses the cache, and the misses of one batch overlap.
+class VocabInserter {
+ public:
+  VocabInserter(Tokens& tk, std::vector<std::string_view>& dups) : tk_(tk), dups_(dups) {}
+  void add(std::string_view key, int64_t id) {
+    keys_[pending_] = key;
+    hashed_[pending_] = tk_.by_text.key(key);
+    ids_[pending_] = id;
+    tk_.by_text.prefetch(hashed_[pending_]);
+    if (++pending_ == kBatch) flush();
+  }
+  void flush() {
+    for (size_t k = 0; k < pending_; ++k) {
+      auto [index, fresh] = tk_.by_text.insert(keys_[k], hashed_[k], ids_[k]);
+      if (!fresh) {  // written twice: the last value wins, at the first position
+        tk_.by_text.set_id(index, ids_[k]);
+        dups_.push_back(keys_[k]);
+      }
+    }
+    pending_ = 0;
+  }
+
+ private:
+  static constexpr size_t kBatch = 16;
+  Tokens& tk_;
+  std::vector<std::string_view>& dups_;
+  std::string_view keys_[kBatch];
+  TokenKey hashed_[kBatch];
+  int64_t ids_[kBatch];
+  size_t pending_ = 0;
+};
+
+// The BPE merges, fed in file order: well-formed, made of existing tokens, producing existing
+// tokens, spelled in the byte-level alphabet when the pre-tokenizer is ByteLevel. Merges are
+// checked in batches: the two parts' slots of a whole batch are prefetched before the first
+// lookup, so their cache misses overlap. A merge's result is usually the vocabulary entry after
+// the previous merge's result (writers number tokens in merge order): that guess is checked
+// first, with no hashing and no random access.
+class MergeChecker {
+ public:
+  explicit MergeChecker(const Tokens& tk) : tk_(tk) {}
+  Tally malformed, missing_part, missing_result, not_byte_level;
+
+  // A merge written as one string, "left right".
+  void add_string(size_t i, std::string_view s) {
+    size_t sp = s.find(' ');
+    if (sp == std::string_view::npos || sp == 0 || sp + 1 >= s.size() ||
+        s.find(' ', sp + 1) != std::string_view::npos) {
+      malformed.add_with([&] { return "#" + std::to_string(i) + " " + q(s); });
+      return;
+    }
+    add(i, s.substr(0, sp), s.substr(sp + 1));
+  }
+  void add(size_t i, std::string_view a, std::string_view b) {
+    Merge& m = batch_[pending_++];
+    m = Merge{i, a, b, tk_.by_text.key(a), tk_.by_text.key(b)};
+    tk_.by_text.prefetch(m.ka);
+    tk_.by_text.prefetch(m.kb);
+    if (pending_ == kBatch) flush();
+  }
+  void flush() {
+    for (size_t k = 0; k < pending_; ++k) {
+      const Merge& m = batch_[k];
+      const size_t i = m.i;
+      std::string_view a = m.a, b = m.b;
+      if (tk_.byte_level && (!spelled_in_byte_level(a) || !spelled_in_byte_level(b)))
+        not_byte_level.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b); });
+      bool ha = tk_.by_text.contains(a, m.ka), hb = tk_.by_text.contains(b, m.kb);
+      if (!ha || !hb) {
+        missing_part.add_with([&] {
+          return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " (" + (!ha ? q(a) : q(b)) + " not in vocab)";
+        });
+        continue;
+      }
+      if (tk_.by_text.token_at_is(next_result_, a, b)) {
+        ++next_result_;
+        continue;
+      }
+      joined_.assign(a);
+      joined_.append(b);
+      uint32_t index = tk_.by_text.index_of(joined_);
+      if (index != TokenTable::npos && tk_.by_text.entry(index).id >= 0)
+        next_result_ = index + 1;
+      else
+        missing_result.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " -> " + q(joined_); });
+    }
+    pending_ = 0;
+  }
+
+ private:
+  struct Merge {
+    size_t i;
+    std::string_view a, b;
+    TokenKey ka, kb;
+  };
+  static constexpr size_t kBatch = 16;
+  const Tokens& tk_;
+  Merge batch_[kBatch];
+  size_t pending_ = 0;
+  uint32_t next_result_ = TokenTable::npos;
+  std::string joined_;
+};
+
+// tokenizer.json's "model" section and added_tokens. With `sec`, the root's model.vocab and
+// model.merges are sentinels standing for the sections the strict scanners read.
+void read_tokenizer_json(const std::string& file, element root, Tokens& tk, FindingSink& sink, Sections* sec) {
   element model;
   if (!member(root, "model", model) || !model.is_object()) {
     sink.add("TK003", Severity::error,
@@ -333,7 +454,8 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
                file, {}, "the tokenizers library refuses to build a Unigram model whose unk_id is out of range");
   } else {
     dom::object obj;
-    if (!has_vocab || vocab.get_object().get(obj) != simdjson::SUCCESS) {
+    bool from_section = sec && sec->at.vocab_end && has_vocab && is_sentinel(vocab, kVocabSentinel);
+    if (!has_vocab || (!from_section && vocab.get_object().get(obj) != simdjson::SUCCESS)) {
       sink.add("TK003", Severity::error,
                "tokenizer.json " + std::string(model_type_name(tk.type)) +
                    " model.vocab is not an object mapping token -> id",
@@ -341,42 +463,31 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
       return;
     }
     read_vocab_object = true;
-    size_t hint = obj.size();  // saturates at 2^24 - 1
+    size_t hint = from_section ? sec->at.vocab_entries : obj.size();  // obj.size() saturates at 2^24 - 1
     tk.by_text.reserve(hint + 64);
     tk.ids.reserve(hint + 64);
     // A malformed id is kept as -1 - (its index in `bad`): the entry is spelled but no token.
     std::vector<element> bad;
-    // Inserted in batches whose slots are prefetched first: each insert into the fresh table
-    // misses the cache, and the misses of one batch overlap.
-    constexpr size_t kBatch = 16;
-    std::string_view keys[kBatch];
-    TokenKey hashed[kBatch];
-    int64_t values[kBatch];
-    size_t pending = 0;
-    auto flush = [&] {
-      for (size_t k = 0; k < pending; ++k) {
-        auto [index, fresh] = tk.by_text.insert(keys[k], hashed[k], values[k]);
-        if (!fresh) {  // written twice: the last value wins, at the first position
-          tk.by_text.set_id(index, values[k]);
-          vocab_dups.push_back(keys[k]);
+    VocabInserter inserter(tk, vocab_dups);
+    if (from_section) {
+      sec->vocab_used = true;
+      if (!scan_vocab(sec->text, sec->at.vocab_begin, sec->at.vocab_end, sec->arena,
+                      [&](std::string_view key, int64_t id) { inserter.add(key, id); })) {
+        sec->gave_up = true;
+        return;
+      }
+    } else {
+      for (auto field : obj) {
+        element v = field.value;
+        int64_t id;
+        if (!is_int(v) || (id = as_int(v)) < 0) {
+          id = -1 - int64_t(bad.size());
+          bad.push_back(v);
         }
+        inserter.add(field.key, id);
       }
-      pending = 0;
-    };
-    for (auto field : obj) {
-      element v = field.value;
-      int64_t id;
-      if (!is_int(v) || (id = as_int(v)) < 0) {
-        id = -1 - int64_t(bad.size());
-        bad.push_back(v);
-      }
-      keys[pending] = field.key;
-      hashed[pending] = tk.by_text.key(field.key);
-      values[pending] = id;
-      tk.by_text.prefetch(hashed[pending]);
-      if (++pending == kBatch) flush();
     }
-    flush();
+    inserter.flush();
     // Ids listed in increasing order (as every writer does) cannot repeat; otherwise sort them.
     bool increasing = true;
     for (const auto& e : tk.by_text.entries()) {
@@ -418,7 +529,8 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
     element merges;
     dom::array arr;
     bool has_merges = member(model, "merges", merges);
-    if (!has_merges || merges.get_array().get(arr) != simdjson::SUCCESS) {
+    bool from_section = sec && sec->at.merges_end && has_merges && is_sentinel(merges, kMergesSentinel);
+    if (!has_merges || (!from_section && merges.get_array().get(arr) != simdjson::SUCCESS)) {
       sink.add("TK005", Severity::error,
                std::string("tokenizer.json BPE model has ") +
                    (has_merges ? "a non-list \"merges\"" : "no \"merges\" key") +
@@ -427,7 +539,8 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
                "swift-transformers fatalErrors on a BPE model without merges and tokenizers cannot "
                "build it; regenerate tokenizer.json with the tokenizers library");
     } else {
-      if (!(arr.begin() != arr.end()) && tk.by_text.size() > 300) {
+      bool empty = from_section ? sec->at.merges_entries == 0 : !(arr.begin() != arr.end());
+      if (empty && tk.by_text.size() > 300) {
         // Tokens longer than one code point need merges to be produced.
         bool multi_char = false;
         for (const auto& e : tk.by_text.entries()) {
@@ -446,76 +559,34 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
                        " vocabulary entries; multi-character tokens can never be produced",
                    file, {}, "the merges were dropped when the tokenizer was converted");
       }
-      Tally malformed, missing_part, missing_result, not_byte_level;
-      std::string joined;
-      // Merges are checked in batches: the two parts' slots of a whole batch are prefetched
-      // before the first lookup, so their cache misses overlap. A merge's result is usually the
-      // vocabulary entry after the previous merge's result (writers number tokens in merge
-      // order): that guess is checked first, with no hashing and no random access.
-      struct Merge {
-        size_t i;
-        std::string_view a, b;
-        TokenKey ka, kb;
-      };
-      constexpr size_t kBatch = 16;
-      Merge batch[kBatch];
-      size_t pending = 0;
-      uint32_t next_result = TokenTable::npos;
-      auto flush = [&] {
-        for (size_t k = 0; k < pending; ++k) {
-          const Merge& mg = batch[k];
-          const size_t i = mg.i;
-          std::string_view a = mg.a, b = mg.b;
-          if (tk.byte_level && (!spelled_in_byte_level(a) || !spelled_in_byte_level(b)))
-            not_byte_level.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b); });
-          bool ha = tk.by_text.contains(a, mg.ka), hb = tk.by_text.contains(b, mg.kb);
-          if (!ha || !hb) {
-            missing_part.add_with([&] {
-              return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " (" + (!ha ? q(a) : q(b)) + " not in vocab)";
-            });
-            continue;
-          }
-          if (tk.by_text.token_at_is(next_result, a, b)) {
-            ++next_result;
-            continue;
-          }
-          joined.assign(a);
-          joined.append(b);
-          uint32_t index = tk.by_text.index_of(joined);
-          if (index != TokenTable::npos && tk.by_text.entry(index).id >= 0)
-            next_result = index + 1;
-          else
-            missing_result.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " -> " + q(joined); });
+      MergeChecker checker(tk);
+      if (from_section) {
+        sec->merges_used = true;
+        if (!scan_merges(sec->text, sec->at.merges_begin, sec->at.merges_end, sec->arena,
+                         [&](size_t i, std::string_view s) { checker.add_string(i, s); },
+                         [&](size_t i, std::string_view a, std::string_view b) { checker.add(i, a, b); })) {
+          sec->gave_up = true;
+          return;
         }
-        pending = 0;
-      };
-      size_t n = 0;
-      for (element m : arr) {
-        size_t i = n++;
-        std::string_view a, b;
-        element ea, eb;
-        if (m.get_string().get(a) == simdjson::SUCCESS) {
-          std::string_view s = a;
-          size_t sp = s.find(' ');
-          if (sp == std::string_view::npos || sp == 0 || sp + 1 >= s.size() ||
-              s.find(' ', sp + 1) != std::string_view::npos) {
-            malformed.add_with([&] { return "#" + std::to_string(i) + " " + q(s); });
-            continue;
+      } else {
+        size_t n = 0;
+        for (element m : arr) {
+          size_t i = n++;
+          std::string_view a, b;
+          element ea, eb;
+          if (m.get_string().get(a) == simdjson::SUCCESS) {
+            checker.add_string(i, a);
+          } else if (!pair_of(m, ea, eb) || ea.get_string().get(a) != simdjson::SUCCESS ||
+                     eb.get_string().get(b) != simdjson::SUCCESS || a.empty() || b.empty()) {
+            checker.malformed.add_with([&] { return "#" + std::to_string(i) + " " + dump(m).substr(0, 80); });
+          } else {
+            checker.add(i, a, b);
           }
-          a = s.substr(0, sp);
-          b = s.substr(sp + 1);
-        } else if (!pair_of(m, ea, eb) || ea.get_string().get(a) != simdjson::SUCCESS ||
-                   eb.get_string().get(b) != simdjson::SUCCESS || a.empty() || b.empty()) {
-          malformed.add_with([&] { return "#" + std::to_string(i) + " " + dump(m).substr(0, 80); });
-          continue;
         }
-        Merge& mg = batch[pending++];
-        mg = Merge{i, a, b, tk.by_text.key(a), tk.by_text.key(b)};
-        tk.by_text.prefetch(mg.ka);
-        tk.by_text.prefetch(mg.kb);
-        if (pending == kBatch) flush();
       }
-      flush();
+      checker.flush();
+      const Tally &malformed = checker.malformed, &missing_part = checker.missing_part,
+                  &missing_result = checker.missing_result, &not_byte_level = checker.not_byte_level;
       if (malformed.count)
         sink.add("TK009", Severity::error,
                  "tokenizer.json has malformed merges: " + malformed.list() +
@@ -604,6 +675,59 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
     }
   }
   tk.known = true;
+}
+
+std::atomic<bool> g_dom_reader_only{false};
+thread_local bool t_last_read_used_sections = false;
+
+// The fast path: the big sections through the strict scanners, the rest of the file through the
+// DOM. False (tk reset, nothing reported) when the file is not of the plain shape these read,
+// or is not valid JSON; the caller then parses the whole file with the DOM, which decides.
+bool read_with_sections(const RawJsonFile& tj, dom::parser& parser, std::string& rest, Sections& sec, Tokens& tk,
+                        FindingSink& sink) {
+  const std::string& text = tj.text;
+  if (g_dom_reader_only.load(std::memory_order_relaxed) || text.size() > limits::kMaxSideJsonBytes) return false;
+  auto ranges = skim_sections(text);
+  if (!ranges || (!ranges->vocab_end && !ranges->merges_end)) return false;
+  // The DOM validates the UTF-8 of the rest; these bytes it never sees.
+  struct Cut {
+    size_t begin, end;
+    int64_t sentinel;
+  };
+  std::vector<Cut> cuts;
+  if (ranges->vocab_end) cuts.push_back({ranges->vocab_begin, ranges->vocab_end, kVocabSentinel});
+  if (ranges->merges_end) cuts.push_back({ranges->merges_begin, ranges->merges_end, kMergesSentinel});
+  std::sort(cuts.begin(), cuts.end(), [](const Cut& a, const Cut& b) { return a.begin < b.begin; });
+  size_t cut_bytes = 0;
+  for (const Cut& c : cuts) {
+    if (!simdjson::validate_utf8(text.data() + c.begin, c.end - c.begin)) return false;
+    cut_bytes += c.end - c.begin;
+  }
+  rest.clear();
+  rest.reserve(text.size() - cut_bytes + 64 + simdjson::SIMDJSON_PADDING);  // parsed in place
+  size_t at = 0;
+  for (const Cut& c : cuts) {
+    rest.append(text, at, c.begin - at);
+    rest += std::to_string(c.sentinel);
+    at = c.end;
+  }
+  rest.append(text, at, std::string::npos);
+  element root;
+  if (parser.allocate(std::max<size_t>(rest.size(), 64), limits::kMaxJsonDepth) != simdjson::SUCCESS ||
+      rest.capacity() - rest.size() < simdjson::SIMDJSON_PADDING ||
+      parser.parse(rest.data(), rest.size(), false).get(root) != simdjson::SUCCESS)
+    return false;
+  sec.text = text;
+  sec.at = *ranges;
+  FindingSink local;
+  read_tokenizer_json(tj.file, root, tk, local, &sec);
+  // Every section must have been read where the DOM reader would have read it.
+  if (sec.gave_up || sec.vocab_used != (ranges->vocab_end != 0) || sec.merges_used != (ranges->merges_end != 0)) {
+    tk = Tokens{};
+    return false;
+  }
+  for (auto& f : local.findings()) sink.add(std::move(f));
+  return true;
 }
 
 void read_sentencepiece(const Checkpoint& ck, const FileEntry& fe, Tokens& tk, FindingSink& sink) {
@@ -704,10 +828,16 @@ std::vector<std::string> template_literal_tokens(std::string_view t) {
   return out;
 }
 
+void set_dom_reader_only(bool on) { g_dom_reader_only.store(on, std::memory_order_relaxed); }
+bool last_read_used_sections() { return t_last_read_used_sections; }
+
 void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& sink) {
-  // tk's token texts view the parsed tokenizer.json: the parser outlives every use of tk.
+  // tk's token texts view the parsed tokenizer.json (the file's bytes, the DOM's strings, the
+  // sections' arena): all of them outlive every use of tk.
   dom::parser parser;
   simdjson::padded_string copy;
+  std::string rest;
+  Sections sections;
   Tokens tk;
   const FileEntry* tj_file = ck.file("tokenizer.json");
   const FileEntry* spm = ck.file("tokenizer.model");
@@ -720,12 +850,18 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
 
   std::optional<json::ParseError> tj_error = ck.tokenizer.error;  // could not be read
   bool tj_parsed = false;
+  t_last_read_used_sections = false;
   if (ck.tokenizer.present && !tj_error) {
-    element root;
-    tj_error = parse_document(ck.tokenizer.text, parser, copy, root);
-    if (!tj_error) {
+    if (read_with_sections(ck.tokenizer, parser, rest, sections, tk, sink)) {
       tj_parsed = true;
-      read_tokenizer_json(ck.tokenizer.file, root, tk, sink);
+      t_last_read_used_sections = true;
+    } else {
+      element root;
+      tj_error = parse_document(ck.tokenizer.text, parser, copy, root);
+      if (!tj_error) {
+        tj_parsed = true;
+        read_tokenizer_json(ck.tokenizer.file, root, tk, sink, nullptr);
+      }
     }
   }
   if (ck.tokenizer.present && tj_error && !json_unreadable) {

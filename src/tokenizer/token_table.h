@@ -7,7 +7,10 @@
 // reported depends on hashing.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -63,13 +66,13 @@ class TokenTable {
 
   void reserve(size_t n) {
     entries_.reserve(n);
-    if (slot_count_for(n) > slots_.size()) rehash(slot_count_for(n));
+    if (slot_count_for(n) > slot_count_) rehash(slot_count_for(n));
   }
 
   // Index of the entry spelled `s` (whatever its id), or npos. A text of up to 8 bytes is
   // compared in the slot itself; a longer one also reads its entry.
   uint32_t index_of(std::string_view s, TokenKey k) const {
-    if (slots_.empty()) return npos;
+    if (slot_count_ == 0) return npos;
     for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
       const Slot& slot = slots_[i];
       if (slot.index1 == 0) return npos;
@@ -83,7 +86,7 @@ class TokenTable {
   // Starts loading the slot a lookup of `k` begins at. Lookups in a fresh table miss the cache;
   // issuing several of them ahead overlaps those misses.
   void prefetch(TokenKey k) const {
-    if (!slots_.empty()) __builtin_prefetch(&slots_[k.hash & mask_]);
+    if (slot_count_) __builtin_prefetch(&slots_[k.hash & mask_]);
   }
 
   // True when entry `index` is a token spelled a + b (checks a guess without hashing).
@@ -107,7 +110,7 @@ class TokenTable {
 
   // Adds `s` when it is not spelled yet; {index, true} when added, {existing index, false} else.
   std::pair<uint32_t, bool> insert(std::string_view s, TokenKey k, int64_t id) {
-    if (slot_count_for(entries_.size() + 1) > slots_.size()) rehash(slot_count_for(entries_.size() + 1) * 2);
+    if (slot_count_for(entries_.size() + 1) > slot_count_) rehash(slot_count_for(entries_.size() + 1) * 2);
     size_t i = k.hash & mask_;
     for (;; i = (i + 1) & mask_) {
       const Slot& slot = slots_[i];
@@ -148,7 +151,10 @@ class TokenTable {
     return c;
   }
   void rehash(size_t count) {
-    slots_.assign(count, Slot{});
+    // calloc: fresh memory comes zeroed from the kernel, so the slots are not written twice.
+    slots_.reset(static_cast<Slot*>(std::calloc(count, sizeof(Slot))));
+    if (!slots_) throw std::bad_alloc();
+    slot_count_ = count;
     mask_ = count - 1;
     for (size_t k = 0; k < entries_.size(); ++k) {
       const Entry& e = entries_[k];
@@ -160,7 +166,11 @@ class TokenTable {
   }
 
   uint64_t seed_;
-  std::vector<Slot> slots_;
+  struct Free {
+    void operator()(Slot* p) const { std::free(p); }
+  };
+  std::unique_ptr<Slot[], Free> slots_;  // all-zero bytes = an empty slot
+  size_t slot_count_ = 0;
   std::vector<Entry> entries_;  // insertion order
   size_t mask_ = 0;
   size_t live_ = 0;

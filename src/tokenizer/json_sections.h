@@ -1,0 +1,176 @@
+// tokenizer.json's two big sections, model.vocab and model.merges (nearly all of a 150k-token
+// file), read straight from the file's bytes instead of through a simdjson DOM: a DOM of the
+// whole file touches about three times the file's size in fresh memory (structural indexes,
+// tape, string copies), and in a fresh `ckpt verify` process every fresh page is a page fault.
+//
+// The TK reader uses them this way: skim_sections() finds the two sections' byte ranges; the
+// rest of the file, with each section replaced by a sentinel number, is parsed by the DOM as
+// before (a few KB); the sections are then read by the strict scanners below, which accept a
+// plain subset of JSON (string keys -> non-negative integer ids; merges as strings or pairs of
+// strings) and give up on anything else. Giving up, or any doubt about where the sections are,
+// sends the whole file through the DOM reader, so what is reported never depends on this path.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace ckpt::tok {
+
+// Numbers standing in for the sections in the DOM-parsed remainder (valid int64s no writer
+// uses as a vocabulary or merge list; where they are found is checked as well).
+inline constexpr int64_t kVocabSentinel = -8000000000000000001;
+inline constexpr int64_t kMergesSentinel = -8000000000000000002;
+
+struct SectionRanges {
+  // [begin, end) byte ranges in the file; end == 0 when the section was not found.
+  size_t vocab_begin = 0, vocab_end = 0;  // the "{...}" of the root's "model" member's "vocab"
+  size_t merges_begin = 0, merges_end = 0;  // the "[...]" of its "merges"
+  size_t vocab_entries = 0;  // members of the vocab object (commas at its top level + 1)
+  size_t merges_entries = 0;
+};
+
+// Finds the sections in a document assumed valid (the caller validates the rest with the DOM
+// and the sections with the strict scanners). nullopt when the document is not of the plain
+// shape: root not an object, "model" (or its "vocab" / "merges") written twice, an escaped key
+// at those levels, or bytes the skim does not expect.
+std::optional<SectionRanges> skim_sections(std::string_view text);
+
+// Storage for unescaped strings; views into it stay valid for the arena's lifetime.
+class StringArena {
+ public:
+  char* allocate(size_t n);
+
+ private:
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  size_t used_ = 0, capacity_ = 0;
+};
+
+// The vocab object's entries, in file order: on_entry(key, id). False (at any point, after
+// some entries were given) when the section is not a JSON object of string keys and
+// non-negative integer ids below 10^18, or is not valid JSON.
+template <class F>
+bool scan_vocab(std::string_view text, size_t begin, size_t end, StringArena& arena, F&& on_entry);
+
+// The merges array's elements, in order: on_string(i, s) for "left right" strings, on_pair(i,
+// a, b) for [a, b] pairs of non-empty strings. False when an element is anything else or the
+// section is not valid JSON.
+template <class S, class P>
+bool scan_merges(std::string_view text, size_t begin, size_t end, StringArena& arena, S&& on_string, P&& on_pair);
+
+// For tests: read every tokenizer.json with the DOM alone (the reference the fast path is
+// compared with), and whether the calling thread's last check_tokenizer read the sections.
+void set_dom_reader_only(bool on);
+bool last_read_used_sections();
+
+// ---- implementation -----------------------------------------------------------------------
+
+namespace detail {
+
+// A strict cursor over [p, end): JSON whitespace, strings, small non-negative integers.
+struct Cursor {
+  const char* p;
+  const char* end;
+  StringArena& arena;
+
+  void ws() {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+  }
+  bool eat(char c) {
+    if (p < end && *p == c) {
+      ++p;
+      return true;
+    }
+    return false;
+  }
+  // At '"': the string's value (a view into the file, or an unescaped copy in the arena).
+  bool string(std::string_view& out) {
+    if (!eat('"')) return false;
+    const char* start = p;
+    while (p < end) {
+      unsigned char c = static_cast<unsigned char>(*p);
+      if (c == '"') {
+        out = std::string_view(start, size_t(p - start));
+        ++p;
+        return true;
+      }
+      if (c == '\\') return escaped(start, out);
+      if (c < 0x20) return false;  // control characters must be escaped
+      ++p;
+    }
+    return false;
+  }
+  bool escaped(const char* start, std::string_view& out);
+  // A non-negative integer of at most 18 digits (no sign, fraction or exponent).
+  bool small_uint(int64_t& out) {
+    const char* s = p;
+    int64_t v = 0;
+    while (p < end && *p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+    size_t n = size_t(p - s);
+    if (n == 0 || n > 18 || (n > 1 && *s == '0')) return false;
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+    out = v;
+    return true;
+  }
+};
+
+}  // namespace detail
+
+template <class F>
+bool scan_vocab(std::string_view text, size_t begin, size_t end, StringArena& arena, F&& on_entry) {
+  detail::Cursor c{text.data() + begin, text.data() + end, arena};
+  if (!c.eat('{')) return false;
+  c.ws();
+  if (c.eat('}')) return c.p == c.end;
+  for (;;) {
+    std::string_view key;
+    int64_t id;
+    c.ws();
+    if (!c.string(key)) return false;
+    c.ws();
+    if (!c.eat(':')) return false;
+    c.ws();
+    if (!c.small_uint(id)) return false;
+    on_entry(key, id);
+    c.ws();
+    if (c.eat(',')) continue;
+    if (c.eat('}')) return c.p == c.end;
+    return false;
+  }
+}
+
+template <class S, class P>
+bool scan_merges(std::string_view text, size_t begin, size_t end, StringArena& arena, S&& on_string, P&& on_pair) {
+  detail::Cursor c{text.data() + begin, text.data() + end, arena};
+  if (!c.eat('[')) return false;
+  c.ws();
+  if (c.eat(']')) return c.p == c.end;
+  for (size_t i = 0;; ++i) {
+    c.ws();
+    if (c.p < c.end && *c.p == '"') {
+      std::string_view s;
+      if (!c.string(s)) return false;
+      on_string(i, s);
+    } else {
+      std::string_view a, b;
+      if (!c.eat('[')) return false;
+      c.ws();
+      if (!c.string(a)) return false;
+      c.ws();
+      if (!c.eat(',')) return false;
+      c.ws();
+      if (!c.string(b)) return false;
+      c.ws();
+      if (!c.eat(']') || a.empty() || b.empty()) return false;  // other shapes: the DOM reader words them
+      on_pair(i, a, b);
+    }
+    c.ws();
+    if (c.eat(',')) continue;
+    if (c.eat(']')) return c.p == c.end;
+    return false;
+  }
+}
+
+}  // namespace ckpt::tok
