@@ -264,50 +264,7 @@ std::vector<std::string_view> vocab_duplicates(element root, const std::vector<s
   return out;
 }
 
-// The big sections read by the strict scanners (json_sections.h) instead of the DOM, and
-// whether the reader used them where they belong.
-struct Sections {
-  std::string_view text;  // the whole file
-  SectionRanges at;
-  StringArena arena;  // their unescaped strings
-  bool vocab_used = false, merges_used = false;
-  bool gave_up = false;  // a section is outside what the scanners read: parse it all with the DOM
-};
-
 bool is_sentinel(element e, int64_t value) { return is_int(e) && as_int(e) == value; }
-
-// Vocabulary entries into the table, in batches whose slots are prefetched first: each insert
-// into the fresh table misses the cache, and the misses of one batch overlap.
-class VocabInserter {
- public:
-  VocabInserter(Tokens& tk, std::vector<std::string_view>& dups) : tk_(tk), dups_(dups) {}
-  void add(std::string_view key, int64_t id) {
-    keys_[pending_] = key;
-    hashed_[pending_] = tk_.by_text.key(key);
-    ids_[pending_] = id;
-    tk_.by_text.prefetch(hashed_[pending_]);
-    if (++pending_ == kBatch) flush();
-  }
-  void flush() {
-    for (size_t k = 0; k < pending_; ++k) {
-      auto [index, fresh] = tk_.by_text.insert(keys_[k], hashed_[k], ids_[k]);
-      if (!fresh) {  // written twice: the last value wins, at the first position
-        tk_.by_text.set_id(index, ids_[k]);
-        dups_.push_back(keys_[k]);
-      }
-    }
-    pending_ = 0;
-  }
-
- private:
-  static constexpr size_t kBatch = 16;
-  Tokens& tk_;
-  std::vector<std::string_view>& dups_;
-  std::string_view keys_[kBatch];
-  TokenKey hashed_[kBatch];
-  int64_t ids_[kBatch];
-  size_t pending_ = 0;
-};
 
 // The BPE merges, fed in file order: well-formed, made of existing tokens, producing existing
 // tokens, spelled in the byte-level alphabet when the pre-tokenizer is ByteLevel. Merges are
@@ -317,7 +274,8 @@ class VocabInserter {
 // first, with no hashing and no random access.
 class MergeChecker {
  public:
-  explicit MergeChecker(const Tokens& tk) : tk_(tk) {}
+  // `spelling`: check the byte-level spelling (only reported when the pre-tokenizer is ByteLevel).
+  MergeChecker(const Tokens& tk, bool spelling) : tk_(tk), spelling_(spelling) {}
   Tally malformed, missing_part, missing_result, not_byte_level;
 
   // A merge written as one string, "left right".
@@ -342,7 +300,7 @@ class MergeChecker {
       const Merge& m = batch_[k];
       const size_t i = m.i;
       std::string_view a = m.a, b = m.b;
-      if (tk_.byte_level && (!spelled_in_byte_level(a) || !spelled_in_byte_level(b)))
+      if (spelling_ && (!spelled_in_byte_level(a) || !spelled_in_byte_level(b)))
         not_byte_level.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b); });
       bool ha = tk_.by_text.contains(a, m.ka), hb = tk_.by_text.contains(b, m.kb);
       if (!ha || !hb) {
@@ -374,10 +332,47 @@ class MergeChecker {
   };
   static constexpr size_t kBatch = 16;
   const Tokens& tk_;
+  bool spelling_;
   Merge batch_[kBatch];
   size_t pending_ = 0;
   uint32_t next_result_ = TokenTable::npos;
   std::string joined_;
+};
+
+// The big sections as the strict scanners (json_sections.h) read them while the file was
+// skimmed: the vocabulary is in the token table already and the merges are checked. The reader
+// takes them where it finds the sentinels standing for them.
+struct Sections : SectionReader {
+  Tokens* tk = nullptr;
+  StringArena arena;  // their unescaped strings
+  size_t vocab_count = 0;  // entries as written (repeats included)
+  std::vector<std::string_view> vocab_repeats;
+  bool vocab_read = false, vocab_used = false;
+  std::optional<MergeChecker> checked_merges;
+  size_t merges_count = 0;
+  bool merges_used = false;
+
+  bool vocab(detail::Cursor& c) override {
+    // Every entry is at least `"":0,` (5 bytes): reserving for that many costs address space,
+    // and only the pages written are touched.
+    tk->by_text.reserve_entries(size_t(c.end - c.p) / 5 + 64);
+    if (!scan_vocab(c, [&](std::string_view key, int64_t id) { tk->by_text.append(key, id); })) return false;
+    vocab_count = tk->by_text.entries().size();
+    tk->by_text.index_appended(vocab_repeats, 64);
+    vocab_read = true;
+    return true;
+  }
+  bool merges(detail::Cursor& c) override {
+    if (!vocab_read) return false;  // merges before the vocabulary: no writer does that
+    MergeChecker& checker = checked_merges.emplace(*tk, true);
+    size_t n = 0;
+    bool ok = scan_merges(
+        c, [&](size_t i, std::string_view s) { checker.add_string(i, s), n = i + 1; },
+        [&](size_t i, std::string_view a, std::string_view b) { checker.add(i, a, b), n = i + 1; });
+    checker.flush();
+    merges_count = n;
+    return ok;
+  }
 };
 
 // tokenizer.json's "model" section and added_tokens. With `sec`, the root's model.vocab and
@@ -454,7 +449,7 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
                file, {}, "the tokenizers library refuses to build a Unigram model whose unk_id is out of range");
   } else {
     dom::object obj;
-    bool from_section = sec && sec->at.vocab_end && has_vocab && is_sentinel(vocab, kVocabSentinel);
+    bool from_section = sec && sec->vocab_read && has_vocab && is_sentinel(vocab, kVocabSentinel);
     if (!has_vocab || (!from_section && vocab.get_object().get(obj) != simdjson::SUCCESS)) {
       sink.add("TK003", Severity::error,
                "tokenizer.json " + std::string(model_type_name(tk.type)) +
@@ -463,20 +458,15 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
       return;
     }
     read_vocab_object = true;
-    size_t hint = from_section ? sec->at.vocab_entries : obj.size();  // obj.size() saturates at 2^24 - 1
-    tk.by_text.reserve(hint + 64);
+    size_t hint = from_section ? sec->vocab_count : obj.size();  // obj.size() saturates at 2^24 - 1
     tk.ids.reserve(hint + 64);
     // A malformed id is kept as -1 - (its index in `bad`): the entry is spelled but no token.
     std::vector<element> bad;
-    VocabInserter inserter(tk, vocab_dups);
-    if (from_section) {
+    if (from_section) {  // read while the file was skimmed
       sec->vocab_used = true;
-      if (!scan_vocab(sec->text, sec->at.vocab_begin, sec->at.vocab_end, sec->arena,
-                      [&](std::string_view key, int64_t id) { inserter.add(key, id); })) {
-        sec->gave_up = true;
-        return;
-      }
+      vocab_dups = sec->vocab_repeats;
     } else {
+      tk.by_text.reserve_entries(hint + 64);
       for (auto field : obj) {
         element v = field.value;
         int64_t id;
@@ -484,10 +474,10 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
           id = -1 - int64_t(bad.size());
           bad.push_back(v);
         }
-        inserter.add(field.key, id);
+        tk.by_text.append(field.key, id);
       }
+      tk.by_text.index_appended(vocab_dups, 64);
     }
-    inserter.flush();
     // Ids listed in increasing order (as every writer does) cannot repeat; otherwise sort them.
     bool increasing = true;
     for (const auto& e : tk.by_text.entries()) {
@@ -529,7 +519,7 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
     element merges;
     dom::array arr;
     bool has_merges = member(model, "merges", merges);
-    bool from_section = sec && sec->at.merges_end && has_merges && is_sentinel(merges, kMergesSentinel);
+    bool from_section = sec && sec->checked_merges && has_merges && is_sentinel(merges, kMergesSentinel);
     if (!has_merges || (!from_section && merges.get_array().get(arr) != simdjson::SUCCESS)) {
       sink.add("TK005", Severity::error,
                std::string("tokenizer.json BPE model has ") +
@@ -539,7 +529,7 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
                "swift-transformers fatalErrors on a BPE model without merges and tokenizers cannot "
                "build it; regenerate tokenizer.json with the tokenizers library");
     } else {
-      bool empty = from_section ? sec->at.merges_entries == 0 : !(arr.begin() != arr.end());
+      bool empty = from_section ? sec->merges_count == 0 : !(arr.begin() != arr.end());
       if (empty && tk.by_text.size() > 300) {
         // Tokens longer than one code point need merges to be produced.
         bool multi_char = false;
@@ -559,16 +549,11 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
                        " vocabulary entries; multi-character tokens can never be produced",
                    file, {}, "the merges were dropped when the tokenizer was converted");
       }
-      MergeChecker checker(tk);
-      if (from_section) {
+      std::optional<MergeChecker> local;
+      if (from_section) {  // checked while the file was skimmed
         sec->merges_used = true;
-        if (!scan_merges(sec->text, sec->at.merges_begin, sec->at.merges_end, sec->arena,
-                         [&](size_t i, std::string_view s) { checker.add_string(i, s); },
-                         [&](size_t i, std::string_view a, std::string_view b) { checker.add(i, a, b); })) {
-          sec->gave_up = true;
-          return;
-        }
       } else {
+        MergeChecker& checker = local.emplace(tk, tk.byte_level);
         size_t n = 0;
         for (element m : arr) {
           size_t i = n++;
@@ -583,8 +568,9 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
             checker.add(i, a, b);
           }
         }
+        checker.flush();
       }
-      checker.flush();
+      const MergeChecker& checker = from_section ? *sec->checked_merges : *local;
       const Tally &malformed = checker.malformed, &missing_part = checker.missing_part,
                   &missing_result = checker.missing_result, &not_byte_level = checker.not_byte_level;
       if (malformed.count)
@@ -601,7 +587,7 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
                  "tokenizer.json merges produce tokens that are not in the vocabulary: " +
                      missing_result.list(),
                  file, {}, "the tokenizers library refuses to build: merge result out of vocabulary");
-      if (not_byte_level.count)
+      if (tk.byte_level && not_byte_level.count)
         sink.add("TK008", Severity::error,
                  "tokenizer.json pre-tokenizer is ByteLevel but merges are not spelled in the byte-level "
                  "alphabet: " + not_byte_level.list(),
@@ -687,9 +673,15 @@ bool read_with_sections(const RawJsonFile& tj, dom::parser& parser, std::string&
                         FindingSink& sink) {
   const std::string& text = tj.text;
   if (g_dom_reader_only.load(std::memory_order_relaxed) || text.size() > limits::kMaxSideJsonBytes) return false;
-  auto ranges = skim_sections(text);
-  if (!ranges || (!ranges->vocab_end && !ranges->merges_end)) return false;
-  // The DOM validates the UTF-8 of the rest; these bytes it never sees.
+  sec.tk = &tk;
+  auto give_up = [&] {
+    tk = Tokens{};
+    sec.checked_merges.reset();
+    sec.vocab_read = false;
+    return false;
+  };
+  auto ranges = skim_sections(text, sec.arena, sec);
+  if (!ranges || (!ranges->vocab_end && !ranges->merges_end)) return give_up();
   struct Cut {
     size_t begin, end;
     int64_t sentinel;
@@ -700,7 +692,8 @@ bool read_with_sections(const RawJsonFile& tj, dom::parser& parser, std::string&
   std::sort(cuts.begin(), cuts.end(), [](const Cut& a, const Cut& b) { return a.begin < b.begin; });
   size_t cut_bytes = 0;
   for (const Cut& c : cuts) {
-    if (!simdjson::validate_utf8(text.data() + c.begin, c.end - c.begin)) return false;
+    // The DOM validates the UTF-8 of the rest; these bytes it never sees.
+    if (!simdjson::validate_utf8(text.data() + c.begin, c.end - c.begin)) return give_up();
     cut_bytes += c.end - c.begin;
   }
   rest.clear();
@@ -716,16 +709,12 @@ bool read_with_sections(const RawJsonFile& tj, dom::parser& parser, std::string&
   if (parser.allocate(std::max<size_t>(rest.size(), 64), limits::kMaxJsonDepth) != simdjson::SUCCESS ||
       rest.capacity() - rest.size() < simdjson::SIMDJSON_PADDING ||
       parser.parse(rest.data(), rest.size(), false).get(root) != simdjson::SUCCESS)
-    return false;
-  sec.text = text;
-  sec.at = *ranges;
+    return give_up();
   FindingSink local;
   read_tokenizer_json(tj.file, root, tk, local, &sec);
-  // Every section must have been read where the DOM reader would have read it.
-  if (sec.gave_up || sec.vocab_used != (ranges->vocab_end != 0) || sec.merges_used != (ranges->merges_end != 0)) {
-    tk = Tokens{};
-    return false;
-  }
+  // Every section must have been taken where the DOM reader would have read it.
+  if (sec.vocab_used != (ranges->vocab_end != 0) || sec.merges_used != (ranges->merges_end != 0))
+    return give_up();
   for (auto& f : local.findings()) sink.add(std::move(f));
   return true;
 }

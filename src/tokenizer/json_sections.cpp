@@ -219,10 +219,19 @@ struct Skim {
 
 }  // namespace
 
-std::optional<SectionRanges> skim_sections(std::string_view text) {
+std::optional<SectionRanges> skim_sections(std::string_view text, StringArena& arena, SectionReader& reader) {
   Skim s{text.data(), text.data() + text.size()};
   SectionRanges r;
   auto at = [&] { return size_t(s.p - text.data()); };
+  // Hands the value at the skim's position to a section reader and moves past what it read.
+  auto section = [&](bool (SectionReader::*read)(detail::Cursor&), size_t& begin, size_t& end) {
+    detail::Cursor c{s.p, s.end, arena};
+    begin = at();
+    if (!(reader.*read)(c)) return false;
+    s.p = c.p;
+    end = at();
+    return true;
+  };
   s.ws();
   if (!s.eat('{')) return std::nullopt;
   s.ws();
@@ -257,15 +266,10 @@ std::optional<SectionRanges> skim_sections(std::string_view text) {
           if ((vocab && vocab_seen) || (merges && merges_seen)) return std::nullopt;
           vocab_seen = vocab_seen || vocab;
           merges_seen = merges_seen || merges;
-          size_t begin = at();
           if (vocab && s.p < s.end && *s.p == '{') {
-            if (!s.value(&r.vocab_entries)) return std::nullopt;
-            r.vocab_begin = begin;
-            r.vocab_end = at();
+            if (!section(&SectionReader::vocab, r.vocab_begin, r.vocab_end)) return std::nullopt;
           } else if (merges && s.p < s.end && *s.p == '[') {
-            if (!s.value(&r.merges_entries)) return std::nullopt;
-            r.merges_begin = begin;
-            r.merges_end = at();
+            if (!section(&SectionReader::merges, r.merges_begin, r.merges_end)) return std::nullopt;
           } else if (!s.value()) {
             return std::nullopt;
           }

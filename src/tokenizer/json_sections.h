@@ -3,12 +3,14 @@
 // whole file touches about three times the file's size in fresh memory (structural indexes,
 // tape, string copies), and in a fresh `ckpt verify` process every fresh page is a page fault.
 //
-// The TK reader uses them this way: skim_sections() finds the two sections' byte ranges; the
-// rest of the file, with each section replaced by a sentinel number, is parsed by the DOM as
-// before (a few KB); the sections are then read by the strict scanners below, which accept a
-// plain subset of JSON (string keys -> non-negative integer ids; merges as strings or pairs of
-// strings) and give up on anything else. Giving up, or any doubt about where the sections are,
-// sends the whole file through the DOM reader, so what is reported never depends on this path.
+// The TK reader uses them this way: skim_sections() walks the file's top levels and hands the
+// two sections, where it finds them, to the strict scanners below, which read them in one pass
+// (the vocabulary into the token table, the merges into their checker) and accept a plain
+// subset of JSON (string keys -> non-negative integer ids; merges as strings or pairs of
+// strings), giving up on anything else. The rest of the file, each section replaced by a
+// sentinel number, is then parsed by the DOM as before (a few KB). Giving up, or any doubt
+// about where the sections are, sends the whole file through the DOM reader, so what is
+// reported never depends on this path.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,15 +30,7 @@ struct SectionRanges {
   // [begin, end) byte ranges in the file; end == 0 when the section was not found.
   size_t vocab_begin = 0, vocab_end = 0;  // the "{...}" of the root's "model" member's "vocab"
   size_t merges_begin = 0, merges_end = 0;  // the "[...]" of its "merges"
-  size_t vocab_entries = 0;  // members of the vocab object (commas at its top level + 1)
-  size_t merges_entries = 0;
 };
-
-// Finds the sections in a document assumed valid (the caller validates the rest with the DOM
-// and the sections with the strict scanners). nullopt when the document is not of the plain
-// shape: root not an object, "model" (or its "vocab" / "merges") written twice, an escaped key
-// at those levels, or bytes the skim does not expect.
-std::optional<SectionRanges> skim_sections(std::string_view text);
 
 // Storage for unescaped strings; views into it stay valid for the arena's lifetime.
 class StringArena {
@@ -48,17 +42,39 @@ class StringArena {
   size_t used_ = 0, capacity_ = 0;
 };
 
+namespace detail {
+struct Cursor;
+}
+
+// What reads the sections when the skim reaches them: each reads one value at the cursor
+// (scan_vocab / scan_merges) and leaves the cursor after it; false gives up.
+class SectionReader {
+ public:
+  virtual bool vocab(detail::Cursor& c) = 0;
+  virtual bool merges(detail::Cursor& c) = 0;
+
+ protected:
+  ~SectionReader() = default;
+};
+
+// Walks a document assumed valid (the caller validates the rest with the DOM; the scanners
+// validate the sections) and hands the root's "model" member's "vocab" object and "merges"
+// array to `reader`. nullopt when the document is not of the plain shape: root not an object,
+// "model" (or its "vocab" / "merges") written twice, an escaped key at those levels, bytes the
+// skim does not expect, or a reader that gave up.
+std::optional<SectionRanges> skim_sections(std::string_view text, StringArena& arena, SectionReader& reader);
+
 // The vocab object's entries, in file order: on_entry(key, id). False (at any point, after
-// some entries were given) when the section is not a JSON object of string keys and
-// non-negative integer ids below 10^18, or is not valid JSON.
+// some entries were given) when the object is not one of string keys and non-negative integer
+// ids below 10^18, or is not valid JSON.
 template <class F>
-bool scan_vocab(std::string_view text, size_t begin, size_t end, StringArena& arena, F&& on_entry);
+bool scan_vocab(detail::Cursor& c, F&& on_entry);
 
 // The merges array's elements, in order: on_string(i, s) for "left right" strings, on_pair(i,
 // a, b) for [a, b] pairs of non-empty strings. False when an element is anything else or the
-// section is not valid JSON.
+// array is not valid JSON.
 template <class S, class P>
-bool scan_merges(std::string_view text, size_t begin, size_t end, StringArena& arena, S&& on_string, P&& on_pair);
+bool scan_merges(detail::Cursor& c, S&& on_string, P&& on_pair);
 
 // For tests: read every tokenizer.json with the DOM alone (the reference the fast path is
 // compared with), and whether the calling thread's last check_tokenizer read the sections.
@@ -119,11 +135,10 @@ struct Cursor {
 }  // namespace detail
 
 template <class F>
-bool scan_vocab(std::string_view text, size_t begin, size_t end, StringArena& arena, F&& on_entry) {
-  detail::Cursor c{text.data() + begin, text.data() + end, arena};
+bool scan_vocab(detail::Cursor& c, F&& on_entry) {
   if (!c.eat('{')) return false;
   c.ws();
-  if (c.eat('}')) return c.p == c.end;
+  if (c.eat('}')) return true;
   for (;;) {
     std::string_view key;
     int64_t id;
@@ -136,17 +151,15 @@ bool scan_vocab(std::string_view text, size_t begin, size_t end, StringArena& ar
     on_entry(key, id);
     c.ws();
     if (c.eat(',')) continue;
-    if (c.eat('}')) return c.p == c.end;
-    return false;
+    return c.eat('}');
   }
 }
 
 template <class S, class P>
-bool scan_merges(std::string_view text, size_t begin, size_t end, StringArena& arena, S&& on_string, P&& on_pair) {
-  detail::Cursor c{text.data() + begin, text.data() + end, arena};
+bool scan_merges(detail::Cursor& c, S&& on_string, P&& on_pair) {
   if (!c.eat('[')) return false;
   c.ws();
-  if (c.eat(']')) return c.p == c.end;
+  if (c.eat(']')) return true;
   for (size_t i = 0;; ++i) {
     c.ws();
     if (c.p < c.end && *c.p == '"') {
@@ -168,8 +181,7 @@ bool scan_merges(std::string_view text, size_t begin, size_t end, StringArena& a
     }
     c.ws();
     if (c.eat(',')) continue;
-    if (c.eat(']')) return c.p == c.end;
-    return false;
+    return c.eat(']');
   }
 }
 

@@ -6,6 +6,7 @@
 // SentencePiece pieces) must outlive the table. Entries keep insertion order, so nothing
 // reported depends on hashing.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +127,49 @@ class TokenTable {
   }
   std::pair<uint32_t, bool> insert(std::string_view s, int64_t id) { return insert(s, key(s), id); }
 
+  // Bulk loading of an empty table, for a vocabulary: append() every entry in file order without touching the
+  // slots, then index_appended() sizes the slots for the final count once and indexes them in
+  // prefetched batches. Texts appended more than once end as insert() leaves them: the first
+  // stays, at its position, with the id of the last; each repeat's text is added to `repeated`.
+  void reserve_entries(size_t n) { entries_.reserve(n); }
+  void append(std::string_view s, int64_t id) { entries_.push_back({s, id}); }
+  void index_appended(std::vector<std::string_view>& repeated, size_t headroom) {
+    const size_t n = entries_.size();
+    allocate_slots(slot_count_for(n + headroom));
+    live_ = 0;
+    constexpr size_t kBatch = 16;
+    TokenKey keys[kBatch];
+    size_t kept = 0;
+    for (size_t base = 0; base < n; base += kBatch) {
+      size_t m = std::min(kBatch, n - base);
+      for (size_t k = 0; k < m; ++k) {
+        keys[k] = key(entries_[base + k].text);
+        prefetch(keys[k]);
+      }
+      for (size_t k = 0; k < m; ++k) {
+        const Entry e = entries_[base + k];
+        size_t i = keys[k].hash & mask_;
+        for (;; i = (i + 1) & mask_) {
+          const Slot& slot = slots_[i];
+          if (slot.index1 == 0) break;
+          if (slot.head == keys[k].head && slot.len == uint32_t(e.text.size()) &&
+              (e.text.size() <= 8 || entries_[slot.index1 - 1].text.substr(8) == e.text.substr(8)))
+            break;
+        }
+        if (slots_[i].index1 != 0) {  // written before: the last id wins, at the first position
+          set_id(slots_[i].index1 - 1, e.id);
+          repeated.push_back(e.text);
+          continue;
+        }
+        entries_[kept] = e;
+        slots_[i] = Slot{keys[k].head, uint32_t(e.text.size()), uint32_t(kept + 1)};
+        live_ += e.id >= 0;
+        ++kept;
+      }
+    }
+    entries_.resize(kept);
+  }
+
   void set_id(uint32_t index, int64_t id) {
     Entry& e = entries_[index];
     live_ += (id >= 0) - (e.id >= 0);
@@ -150,12 +194,15 @@ class TokenTable {
     while (c < n + n / 2 + 1) c *= 2;
     return c;
   }
-  void rehash(size_t count) {
+  void allocate_slots(size_t count) {
     // calloc: fresh memory comes zeroed from the kernel, so the slots are not written twice.
     slots_.reset(static_cast<Slot*>(std::calloc(count, sizeof(Slot))));
     if (!slots_) throw std::bad_alloc();
     slot_count_ = count;
     mask_ = count - 1;
+  }
+  void rehash(size_t count) {
+    allocate_slots(count);
     for (size_t k = 0; k < entries_.size(); ++k) {
       const Entry& e = entries_[k];
       TokenKey key = token_key(e.text, seed_);

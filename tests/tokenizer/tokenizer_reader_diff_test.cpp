@@ -4,6 +4,7 @@
 // not. Also checks that the fast path is really taken on the plain files it is meant for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,8 +90,11 @@ std::vector<std::string> bases() {
 TEST(TokenizerReaderDiff, GeneratedFilesTakeTheFastPath) {
   for (const auto& t : bases()) {
     bool sections = same(t, "base");
-    bool has_object_vocab = t.find("\"vocab\": {") != std::string::npos || t.find("\"vocab\":{") != std::string::npos;
-    EXPECT_EQ(sections, has_object_vocab) << t.substr(0, 200);
+    // The fast path reads object vocabularies written before their merges (as every writer
+    // does); the rest go through the DOM.
+    size_t vocab = std::min(t.find("\"vocab\": {"), t.find("\"vocab\":{")), merges = t.find("\"merges\"");
+    bool plain = vocab != std::string::npos && (merges == std::string::npos || vocab < merges);
+    EXPECT_EQ(sections, plain) << t.substr(0, 200);
   }
   tok::GenOptions o;
   o.vocab_size = 5000;
