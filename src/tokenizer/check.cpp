@@ -98,6 +98,9 @@ struct Tokens {
   ModelType type = ModelType::Unknown;
   bool byte_level = false;
   TokenTable by_text;        // vocab + added
+  // The ids: those of a vocabulary object's entries are read from the table (no second list of
+  // 150k ids to write); the others (Unigram positions, added tokens, SentencePiece) are here.
+  bool table_ids = false;
   std::vector<int64_t> ids;  // sorted and unique after finish()
   int64_t max_id = -1;
   std::vector<std::string> owned;  // backing store for SentencePiece pieces
@@ -121,7 +124,24 @@ struct Tokens {
     }
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   }
-  bool has_id(int64_t id) const { return std::binary_search(ids.begin(), ids.end(), id); }
+  bool has_id(int64_t id) const {
+    if (std::binary_search(ids.begin(), ids.end(), id)) return true;
+    if (table_ids)  // a few lookups per checkpoint (the config's special ids): a scan is fine
+      for (const auto& e : by_text.entries())
+        if (e.id == id) return true;
+    return false;
+  }
+  // How many distinct ids are at or beyond `rows` (TK014; only computed when some are).
+  uint64_t count_at_or_beyond(uint64_t rows) const {
+    std::vector<int64_t> beyond;
+    for (int64_t id : ids)
+      if (uint64_t(id) >= rows) beyond.push_back(id);
+    if (table_ids)
+      for (const auto& e : by_text.entries())
+        if (e.id >= 0 && uint64_t(e.id) >= rows) beyond.push_back(e.id);
+    std::sort(beyond.begin(), beyond.end());
+    return uint64_t(std::unique(beyond.begin(), beyond.end()) - beyond.begin());
+  }
 };
 
 // ---- json::Value's view of a DOM element ------------------------------------------------
@@ -345,7 +365,6 @@ class MergeChecker {
 struct Sections : SectionReader {
   Tokens* tk = nullptr;
   StringArena arena;  // their unescaped strings
-  size_t vocab_count = 0;  // entries as written (repeats included)
   std::vector<std::string_view> vocab_repeats;
   bool vocab_read = false, vocab_used = false;
   std::optional<MergeChecker> checked_merges;
@@ -357,7 +376,6 @@ struct Sections : SectionReader {
     // and only the pages written are touched.
     tk->by_text.reserve_entries(size_t(c.end - c.p) / 5 + 64);
     if (!scan_vocab(c, [&](std::string_view key, int64_t id) { tk->by_text.append(key, id); })) return false;
-    vocab_count = tk->by_text.entries().size();
     tk->by_text.index_appended(vocab_repeats, 64);
     vocab_read = true;
     return true;
@@ -458,15 +476,13 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
       return;
     }
     read_vocab_object = true;
-    size_t hint = from_section ? sec->vocab_count : obj.size();  // obj.size() saturates at 2^24 - 1
-    tk.ids.reserve(hint + 64);
     // A malformed id is kept as -1 - (its index in `bad`): the entry is spelled but no token.
     std::vector<element> bad;
     if (from_section) {  // read while the file was skimmed
       sec->vocab_used = true;
       vocab_dups = sec->vocab_repeats;
     } else {
-      tk.by_text.reserve_entries(hint + 64);
+      tk.by_text.reserve_entries(obj.size() + 64);  // size() saturates at 2^24 - 1: a hint
       for (auto field : obj) {
         element v = field.value;
         int64_t id;
@@ -486,8 +502,9 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
         continue;
       }
       increasing = increasing && e.id > tk.max_id;
-      tk.note_id(e.id);
+      tk.max_id = std::max(tk.max_id, e.id);
     }
+    tk.table_ids = true;
     if (!increasing) {
       std::vector<std::pair<int64_t, std::string_view>> by_id;
       by_id.reserve(tk.by_text.entries().size());
@@ -933,9 +950,7 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
 
   // The tokenizer must fit the embedding (smaller is normal: padded vocabularies).
   if (tk.known && rows && tk.max_id >= 0 && uint64_t(tk.max_id) >= *rows) {
-    uint64_t beyond = 0;
-    for (int64_t id : tk.ids)
-      if (uint64_t(id) >= *rows) ++beyond;
+    uint64_t beyond = tk.count_at_or_beyond(*rows);
     sink.add("TK014", Severity::error,
              tk.source + " has token ids up to " + std::to_string(tk.max_id) + " (" +
                  std::to_string(beyond) + " ids at or beyond " + std::to_string(*rows) + ") but " +

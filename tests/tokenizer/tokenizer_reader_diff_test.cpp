@@ -127,6 +127,9 @@ TEST(TokenizerReaderDiff, TargetedEdits) {
       {"\"a b\"]", "\"a b\" ,\n [ \"b\" , \"a\" ] ]"}, {"\"a b\"]", "\"a b\",\"-8000000000000000001 x\"]"},
       {"\"vocab\":{\"a\":0,\"b\":1,\"ab\":2}", "\"vocab\":-8000000000000000001"},
       {"\"merges\":[\"a b\"]", "\"merges\":-8000000000000000002"},
+      // Ids beyond the 5000 embedding rows (TK014 counts distinct ids) and ids no token has.
+      {"\"ab\":2", "\"ab\":7000"}, {"\"b\":1", "\"b\":7000,\"c\":7000,\"d\":9000"},
+      {"{\"id\":3,", "{\"id\":7000,"}, {"\"a\":0", "\"a\":\"x\""}, {"\"b\":1", "\"b\":\"x\""},
   };
   for (const auto& [from, to] : edits) {
     std::string t = base;
