@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "ckpt/json.h"
 #include "ckpt/tokenizer.h"
+#include "test_support.h"
 #include "tokenizer/json_sections.h"
 
 using namespace ckpt;
@@ -140,37 +143,69 @@ TEST(TokenizerReaderDiff, TargetedEdits) {
   }
 }
 
+namespace {
+
+// One to three random edits: junk inserted, bytes erased or overwritten, a line repeated or
+// dropped (a duplicate key or element, a missing one).
+std::string mutate(std::string t, std::mt19937& rng) {
+  static const std::string junk[] = {"{", "}", "[", "]", "\"", "\\", ",", ":", " ", "\n", "-1", "0", "1.5", "1e999",
+                                     "null", "\"a\"", "\"model\"", "\"vocab\"", "\"merges\"", "\\u0041", "\\ud83d",
+                                     "\xc3", "\xff", "99999999999999999999", "-8000000000000000001", "[\"a\",\"b\"]",
+                                     "\"a b\""};
+  int edits = 1 + int(rng() % 3);
+  for (int k = 0; k < edits; ++k) {
+    size_t pos = rng() % t.size();
+    switch (rng() % 4) {
+      case 0: t.insert(pos, junk[rng() % std::size(junk)]); break;
+      case 1: t.erase(pos, 1 + rng() % 8); break;
+      case 2: t[pos] = char(rng()); break;
+      default: {  // a line twice (a duplicate key or element), or a line dropped
+        size_t b = t.rfind('\n', pos), e = t.find('\n', pos);
+        if (b == std::string::npos || e == std::string::npos) break;
+        std::string line = t.substr(b, e - b);
+        if (rng() % 2) t.insert(e, line);
+        else t.erase(b, e - b);
+      }
+    }
+    if (t.empty()) t = "{}";
+  }
+  return t;
+}
+
+}  // namespace
+
 TEST(TokenizerReaderDiff, MutatedFilesReportTheSame) {
   std::mt19937 rng(11);
-  const std::string junk[] = {"{", "}", "[", "]", "\"", "\\", ",", ":", " ", "\n", "-1", "0", "1.5", "1e999", "null",
-                              "\"a\"", "\"model\"", "\"vocab\"", "\"merges\"", "\\u0041", "\\ud83d", "\xc3", "\xff",
-                              "99999999999999999999", "-8000000000000000001", "[\"a\",\"b\"]", "\"a b\""};
   size_t fast = 0, total = 0;
   for (const auto& base : bases()) {
     for (int i = 0; i < 400; ++i) {
-      std::string t = base;
-      int edits = 1 + int(rng() % 3);
-      for (int k = 0; k < edits; ++k) {
-        size_t pos = rng() % t.size();
-        switch (rng() % 4) {
-          case 0: t.insert(pos, junk[rng() % std::size(junk)]); break;
-          case 1: t.erase(pos, 1 + rng() % 8); break;
-          case 2: t[pos] = char(rng()); break;
-          default: {  // a line twice (a duplicate key or element), or a line dropped
-            size_t b = t.rfind('\n', pos), e = t.find('\n', pos);
-            if (b == std::string::npos || e == std::string::npos) break;
-            std::string line = t.substr(b, e - b);
-            if (rng() % 2) t.insert(e, line);
-            else t.erase(b, e - b);
-          }
-        }
-        if (t.empty()) t = "{}";
-      }
-      fast += same(t, "mutation " + std::to_string(i));
+      fast += same(mutate(base, rng), "mutation " + std::to_string(i));
       ++total;
     }
   }
   // Most mutations land in the vocab or merges and many leave the file valid: both paths ran.
   EXPECT_GT(fast, total / 10) << fast << " of " << total;
   EXPECT_LT(fast, total) << fast << " of " << total;
+}
+
+TEST(TokenizerReaderDiff, FuzzSeedsAndRealFilesReportTheSame) {
+  // The fuzz target's seeds (tokenizer.json is the part before the first 0x1E) and, when the
+  // corpus is beside the clone, the real tokenizer.json files of its seed fixtures.
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(CKPT_SOURCE_DIR) + "/fuzz/corpus/fuzz_tokenizer")) {
+    std::string bytes = test::read_text(e.path());
+    files.push_back(bytes.substr(0, bytes.find('\x1e')));
+  }
+  if (auto dir = test::corpus_dir(); !dir.empty())
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir / "seed-fixtures"))
+      if (e.path().filename() == "tokenizer.json") files.push_back(test::read_text(e.path()));
+  ASSERT_FALSE(files.empty());
+  std::mt19937 rng(5);
+  size_t fast = 0;
+  for (const auto& t : files) {
+    fast += same(t, "file");
+    for (int i = 0; i < 200; ++i) same(mutate(t, rng), "mutation " + std::to_string(i));
+  }
+  EXPECT_GE(fast, 2u) << "of " << files.size() << " files";  // the BPE ones
+  std::printf("fast path on %zu of %zu files\n", fast, files.size());
 }
