@@ -170,6 +170,7 @@ struct Ctx {
   bool local = false;
   std::string commit;
   std::atomic<bool> tree_contradicted{false};  // a HEAD disagreed with the tree listing
+  std::atomic<int> transfers{0};               // files downloading right now
   std::mt19937_64 rng{std::random_device{}()};
   std::mutex mu;
 
@@ -732,6 +733,9 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
         }
         if (cur > 0) {
           ctx.log(ts.repo_path + ": server ignored Range (200); restarting from byte 0");
+          // A helper thread hashing the file must be gone before the file and the hash are
+          // reset; the rest of this stream is then hashed by verify_blob's catch-up.
+          if (ts.prefix_hasher) ts.prefix_hasher->stop();
           if (::ftruncate(fd, 0) != 0) {
             write_err = std::string("ftruncate: ") + std::strerror(errno);
             ar.fatal = true;
@@ -857,6 +861,11 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
 // tmp holds exactly `size` bytes (not yet hash-verified).
 bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, uint64_t size) {
   Ctx& ctx = ts.ctx;
+  struct Count {
+    std::atomic<int>& n;
+    explicit Count(std::atomic<int>& c) : n(c) { ++n; }
+    ~Count() { --n; }
+  } counting(ctx.transfers);
   FileResult& fr = ts.fr;
   int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -987,7 +996,11 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
     // thread catches up from the file and follows it.
     hash_ready(have);
     std::optional<PrefixHasher> ph;
-    if (ts.hs && ts.hs->active() && ts.hs->hashed < have) {
+    // The only transfer running, with a core to spare: the hash follows the file on a helper
+    // thread (reading it back from the page cache) instead of in the write callback, so hashing
+    // overlaps receiving. With several transfers the cores are busy anyway: inline is cheaper.
+    bool offload = ctx.transfers.load() == 1 && size - have >= (16u << 20) && std::thread::hardware_concurrency() > 1;
+    if (ts.hs && ts.hs->active() && (ts.hs->hashed < have || offload)) {
       ph.emplace(*ts.hs, tmp);
       ph->advance(have);
       ts.prefix_hasher = &*ph;

@@ -490,3 +490,48 @@ TEST_F(HubTest, Http10FilesWithoutContentLengthAndACutBodyAreResumed) {
   for (const auto& f : standard_files()) expect_published(kC1, f);
   EXPECT_TRUE(logged(hub, "GET", "model.safetensors", "bytes=100000-307199"));
 }
+
+namespace {
+// A repo whose LFS file is large enough (>= 16 MiB) for a lone single stream to be hashed on a
+// helper thread that follows the file, instead of in the write callback.
+std::vector<MockFile> with_large_lfs(bool ignore_range) {
+  auto files = standard_files();
+  for (auto& f : files)
+    if (f.lfs) {
+      f.content = random_bytes(17u << 20, 11);
+      f.ignore_range = ignore_range;
+    }
+  return files;
+}
+const MockFile& large_lfs(const std::vector<MockFile>& files) {
+  for (const auto& f : files)
+    if (f.lfs) return f;
+  throw std::runtime_error("no lfs file");
+}
+}  // namespace
+
+TEST_F(HubTest, LoneLargeStreamHashedOnAHelperSurvivesARestartFromZero) {
+  // Cut after 5 MB, then Range ignored (200): the helper thread is stopped before the file and
+  // the hash are reset, and the restarted stream is verified in full.
+  auto files = with_large_lfs(true);
+  hub.add_commit(kRepo, kC1, files);
+  hub.set_fault(kRepo, "model.safetensors", {FaultKind::truncate_after, 5'000'000, 0, 500, 1});
+  auto o = opts();
+  o.jobs = 1;
+  auto r = fetch(o, kC1);  // by commit: HEAD and GET of the big file are the only transfers
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, large_lfs(files));
+  EXPECT_TRUE(logged(hub, "GET", "model.safetensors", "bytes=5000000-17825791"));
+}
+
+TEST_F(HubTest, LoneLargeStreamHashedOnAHelperCatchesCorruption) {
+  auto files = with_large_lfs(false);
+  hub.add_commit(kRepo, kC1, files);
+  hub.set_fault(kRepo, "model.safetensors", {FaultKind::corrupt, 12u << 20, 0, 500, 1});
+  auto o = opts();
+  o.jobs = 1;
+  auto r = fetch(o);
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, large_lfs(files));
+  EXPECT_EQ(result_for(r, "model.safetensors")->retries, 1);  // the mismatch, then a clean download
+}
