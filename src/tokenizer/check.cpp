@@ -372,9 +372,10 @@ struct Sections : SectionReader {
   bool merges_used = false;
 
   bool vocab(detail::Cursor& c) override {
-    // Every entry is at least `"":0,` (5 bytes): reserving for that many costs address space,
-    // and only the pages written are touched.
-    tk->by_text.reserve_entries(size_t(c.end - c.p) / 5 + 64);
+    // Every entry is at least `"":0,` (5 bytes): reserving for that many costs address space
+    // only (the pages written are the ones touched); past 4M entries (more than any real
+    // vocabulary) the vector grows as it goes.
+    tk->by_text.reserve_entries(std::min<size_t>(size_t(c.end - c.p) / 5 + 64, size_t(1) << 22));
     if (!scan_vocab(c, [&](std::string_view key, int64_t id) { tk->by_text.append(key, id); })) return false;
     tk->by_text.index_appended(vocab_repeats, 64);
     vocab_read = true;
