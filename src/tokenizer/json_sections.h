@@ -122,11 +122,12 @@ struct Cursor {
   // A non-negative integer of at most 18 digits (no sign, fraction or exponent).
   bool small_uint(int64_t& out) {
     const char* s = p;
-    int64_t v = 0;
-    while (p < end && *p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
+    while (p < end && *p >= '0' && *p <= '9') ++p;
     size_t n = size_t(p - s);
     if (n == 0 || n > 18 || (n > 1 && *s == '0')) return false;
     if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+    int64_t v = 0;  // at most 18 digits: no overflow
+    for (const char* d = s; d < p; ++d) v = v * 10 + (*d - '0');
     out = v;
     return true;
   }
