@@ -13,6 +13,7 @@
 #include <new>
 #include <string>
 
+#include "ckpt/timings.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -73,7 +74,9 @@ static void tune_allocator_for_short_run() {
 
 int main(int argc, char** argv) {
   using namespace ckpt::cli;
+  ckpt::timings::enabled();  // starts the phase clock (CKPT_TIMINGS=1)
   tune_allocator_for_short_run();
+  ckpt::timings::mark("main: allocator setup");
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -11,6 +11,7 @@
 #include "ckpt/checks.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/report.h"
+#include "ckpt/timings.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -72,6 +73,7 @@ int run_verify(int argc, char** argv) {
       return 2;
     }
 
+  timings::mark("cli: parse arguments");
   auto t0 = std::chrono::steady_clock::now();
   // Deliberately never freed: tearing down a 100k-tensor model costs more than verifying it,
   // and the process exits right after rendering.
@@ -84,6 +86,7 @@ int run_verify(int argc, char** argv) {
   VerifyOptions opts;
   opts.deep = deep;
   std::vector<Finding> all = run_checks(ck, opts);
+  timings::mark("checks: sort findings");
   auto t1 = std::chrono::steady_clock::now();
 
   Report report;
@@ -116,6 +119,8 @@ int run_verify(int argc, char** argv) {
   }
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
+  timings::mark("render + write");
+  timings::report();
   bool fail = report.summary.errors > 0 || (strict && report.summary.warnings > 0);
   return fail ? 1 : 0;
 }
