@@ -2,7 +2,10 @@
 // The reader never reads tensor data; it records what the header says and
 // what the file framing looks like, and the ST check family judges it.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -57,6 +60,120 @@ struct Problem {
   uint64_t offset = 0; // byte offset in the file, when meaningful
 };
 
+// A tensor's dimensions. Up to four are stored inline, so reading a 100k-tensor header
+// allocates nothing per tensor; more spill to the heap. Reads like a std::vector<uint64_t>
+// (and converts to one, or to a span) so call sites need not care.
+class Shape {
+ public:
+  using value_type = uint64_t;
+  using size_type = size_t;
+  using iterator = uint64_t*;
+  using const_iterator = const uint64_t*;
+
+  Shape() = default;
+  Shape(std::initializer_list<uint64_t> dims) { assign(dims.begin(), dims.end()); }
+  template <class It>
+  Shape(It first, It last) { assign(first, last); }
+  Shape(const std::vector<uint64_t>& dims) { assign(dims.begin(), dims.end()); }  // NOLINT: implicit by design
+  Shape(const Shape& o) { assign(o.begin(), o.end()); }
+  Shape(Shape&& o) noexcept { take(o); }
+  Shape& operator=(const Shape& o) {
+    if (this != &o) assign(o.begin(), o.end());
+    return *this;
+  }
+  Shape& operator=(Shape&& o) noexcept {
+    if (this != &o) {
+      release();
+      take(o);
+    }
+    return *this;
+  }
+  Shape& operator=(const std::vector<uint64_t>& dims) {
+    assign(dims.begin(), dims.end());
+    return *this;
+  }
+  ~Shape() { release(); }
+
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  uint64_t* data() { return heap_ ? heap_ : inline_; }
+  const uint64_t* data() const { return heap_ ? heap_ : inline_; }
+  iterator begin() { return data(); }
+  iterator end() { return data() + n_; }
+  const_iterator begin() const { return data(); }
+  const_iterator end() const { return data() + n_; }
+  uint64_t& operator[](size_t i) { return data()[i]; }
+  uint64_t operator[](size_t i) const { return data()[i]; }
+  uint64_t front() const { return data()[0]; }
+  uint64_t back() const { return data()[n_ - 1]; }
+  uint64_t& back() { return data()[n_ - 1]; }
+
+  void clear() { n_ = 0; }
+  void reserve(size_t n) {
+    if (n <= cap_) return;
+    auto* fresh = new uint64_t[n];
+    for (uint32_t i = 0; i < n_; ++i) fresh[i] = data()[i];
+    delete[] heap_;
+    heap_ = fresh;
+    cap_ = static_cast<uint32_t>(n);
+  }
+  void push_back(uint64_t v) {
+    if (n_ == cap_) reserve(2 * size_t(cap_));
+    data()[n_++] = v;
+  }
+  template <class It>
+  void assign(It first, It last) {
+    n_ = 0;
+    reserve(static_cast<size_t>(std::distance(first, last)));
+    for (; first != last; ++first) data()[n_++] = static_cast<uint64_t>(*first);
+  }
+  iterator insert(const_iterator pos, uint64_t v) { return insert(pos, &v, &v + 1); }
+  template <class It>
+  iterator insert(const_iterator pos, It first, It last) {
+    const size_t at = static_cast<size_t>(pos - begin());
+    const size_t count = static_cast<size_t>(std::distance(first, last));
+    if (n_ + count > cap_) reserve(std::max<size_t>(n_ + count, 2 * size_t(cap_)));
+    uint64_t* d = data();
+    for (size_t i = n_; i > at; --i) d[i - 1 + count] = d[i - 1];  // open the gap
+    for (size_t i = 0; i < count; ++i, ++first) d[at + i] = static_cast<uint64_t>(*first);
+    n_ += static_cast<uint32_t>(count);
+    return d + at;
+  }
+  void pop_back() { --n_; }
+
+  operator std::span<const uint64_t>() const { return {data(), n_}; }  // NOLINT: implicit by design
+  operator std::vector<uint64_t>() const { return {begin(), end()}; }  // NOLINT: implicit by design
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return a.n_ == b.n_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator==(const Shape& a, const std::vector<uint64_t>& b) {
+    return a.n_ == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  static constexpr uint32_t kInline = 4;
+  void release() {
+    delete[] heap_;
+    heap_ = nullptr;
+    cap_ = kInline;
+    n_ = 0;
+  }
+  void take(Shape& o) {
+    n_ = o.n_;
+    cap_ = o.cap_;
+    heap_ = o.heap_;
+    if (!heap_)
+      for (uint32_t i = 0; i < n_; ++i) inline_[i] = o.inline_[i];
+    o.heap_ = nullptr;
+    o.cap_ = kInline;
+    o.n_ = 0;
+  }
+  uint64_t inline_[kInline] = {};
+  uint64_t* heap_ = nullptr;
+  uint32_t n_ = 0, cap_ = kInline;
+};
+
 // Names in a parsed header are views: into the header bytes themselves (which the Header keeps
 // alive), or into unescaped copies it owns. A 100k-tensor checkpoint then costs no allocation
 // per tensor name. The views stay valid as long as any copy of the Header lives.
@@ -64,7 +181,7 @@ struct TensorEntry {
   std::string_view name;
   DType dtype = DType::Unknown;
   std::string_view dtype_name;   // as written (kept for unknown dtypes)
-  std::vector<uint64_t> shape;
+  Shape shape;
   uint64_t begin = 0, end = 0;   // data_offsets, relative to the data section
   uint64_t name_hash = 0;        // hash_name(name), computed on the parsing thread
 };

@@ -17,6 +17,7 @@
 #include "ckpt/name_index.h"
 #include "io/checked.h"
 #include "io/file.h"
+#include "io/json_scan.h"
 #include "io/limits.h"
 
 namespace ckpt::st {
@@ -51,9 +52,11 @@ static_assert(kDTypes.size() == static_cast<size_t>(DType::Unknown), "one row pe
 
 std::span<const DTypeInfo> dtype_table() { return kDTypes; }
 
+
 std::optional<DType> dtype_from_name(std::string_view name) {
+  // Called once per tensor: lengths first, then an inline byte compare (no libc call).
   for (const auto& d : kDTypes)
-    if (d.name == name) return d.dtype;
+    if (io::short_equal(d.name, name)) return d.dtype;
   return std::nullopt;
 }
 
@@ -149,7 +152,7 @@ class FastHeaderScanner {
       ws();
       if (!eat(':')) return false;
       ws();
-      if (key == "__metadata__") {
+      if (io::equals_literal(key, "__metadata__")) {
         if (saw_metadata_ || !metadata()) return false;
         saw_metadata_ = true;
       } else if (!entry(key)) {
@@ -170,7 +173,9 @@ class FastHeaderScanner {
     ws();
     return p_ == end_;
   }
-  void ws() {
+  [[gnu::always_inline]] void ws() {
+    // Headers are usually compact: one compare settles the common case.
+    if (p_ < end_ && static_cast<unsigned char>(*p_) > ' ') return;
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
   bool eat(char c) {
@@ -180,32 +185,38 @@ class FastHeaderScanner {
     }
     return false;
   }
+  // `"lit"` at the cursor: consumed, true. Otherwise nothing is consumed.
+  template <size_t N>
+  bool quoted_literal(const char (&lit)[N]) {
+    if (static_cast<size_t>(end_ - p_) < N + 1 || p_[0] != '"' || p_[N] != '"') return false;
+    for (size_t i = 0; i + 1 < N; ++i)
+      if (p_[1 + i] != lit[i]) return false;
+    p_ += N + 1;
+    return true;
+  }
   // A string without escapes or control characters (UTF-8 was validated by the caller).
   bool string(std::string_view& out) {
     if (!eat('"')) return false;
     const char* b = p_;
-    while (p_ < end_) {
-      unsigned char c = static_cast<unsigned char>(*p_);
-      if (c == '"') {
-        out = std::string_view(b, static_cast<size_t>(p_ - b));
-        ++p_;
-        return true;
-      }
-      if (c == '\\' || c < 0x20) return false;
-      ++p_;
-    }
-    return false;
+    p_ = io::find_string_stop(p_, end_);
+    if (p_ == end_ || *p_ != '"') return false;  // an escape or a control character: general path
+    out = std::string_view(b, static_cast<size_t>(p_ - b));
+    ++p_;
+    return true;
   }
   bool number(uint64_t& out) {
     if (p_ >= end_ || *p_ < '0' || *p_ > '9') return false;
     if (*p_ == '0' && p_ + 1 < end_ && p_[1] >= '0' && p_[1] <= '9') return false;  // leading zero
+    // 19 digits always fit in 64 bits; a 20th digit (beyond u64 or not) sends the header to the
+    // general path, so the loop stops there.
+    const char* limit = end_ - p_ > 20 ? p_ + 20 : end_;
+    const char* b = p_;
     uint64_t v = 0;
-    while (p_ < end_ && *p_ >= '0' && *p_ <= '9') {
-      uint64_t d = static_cast<uint64_t>(*p_ - '0');
-      if (v > (UINT64_MAX - d) / 10) return false;  // beyond u64: the general path decides
-      v = v * 10 + d;
+    while (p_ < limit && static_cast<unsigned char>(*p_ - '0') <= 9) {
+      v = v * 10 + static_cast<uint64_t>(*p_ - '0');
       ++p_;
     }
+    if (p_ - b > 19) return false;
     if (p_ < end_ && (*p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
     out = v;
     return true;
@@ -240,22 +251,45 @@ class FastHeaderScanner {
     bool have_dt = false, have_shape = false, have_offs = false;
     ws();
     for (;;) {
-      std::string_view field;
-      if (!string(field)) return false;
+      // The three field names, spelled exactly, are recognised in place (the common case);
+      // anything else is read as a string and judged below.
+      enum { kDtype, kShape, kOffsets, kOther } kind = kOther;
+      if (quoted_literal("dtype")) kind = kDtype;
+      else if (quoted_literal("shape")) kind = kShape;
+      else if (quoted_literal("data_offsets")) kind = kOffsets;
+      else {
+        std::string_view field;
+        if (!string(field)) return false;
+        kind = io::equals_literal(field, "dtype") ? kDtype
+               : io::equals_literal(field, "shape") ? kShape
+               : io::equals_literal(field, "data_offsets") ? kOffsets
+                                                            : kOther;
+      }
       ws();
       if (!eat(':')) return false;
       ws();
-      if (field == "dtype" && !have_dt) {
+      if (kind == kDtype && !have_dt) {
         if (!string(t.dtype_name)) return false;
-        auto d = dtype_from_name(t.dtype_name);
-        if (!d) return false;
-        t.dtype = *d;
+        // A header repeats a few dtypes (weights and their scales alternate): two remembered.
+        if (!recent_dtype_name_[0].empty() && io::short_equal(t.dtype_name, recent_dtype_name_[0])) {
+          t.dtype = recent_dtype_[0];
+        } else if (!recent_dtype_name_[1].empty() && io::short_equal(t.dtype_name, recent_dtype_name_[1])) {
+          t.dtype = recent_dtype_[1];
+        } else {
+          auto d = dtype_from_name(t.dtype_name);
+          if (!d) return false;
+          t.dtype = *d;
+          recent_dtype_name_[1] = recent_dtype_name_[0];
+          recent_dtype_[1] = recent_dtype_[0];
+          recent_dtype_name_[0] = t.dtype_name;
+          recent_dtype_[0] = *d;
+        }
         have_dt = true;
-      } else if (field == "shape" && !have_shape) {
+      } else if (kind == kShape && !have_shape) {
         if (!eat('[')) return false;
         ws();
         if (!eat(']')) {
-          for (;;) {
+          for (;;) {  // Shape holds four dimensions inline: no allocation for real tensors
             uint64_t v;
             if (!number(v) || t.shape.size() >= limits::kMaxTensorRank) return false;
             t.shape.push_back(v);
@@ -269,7 +303,7 @@ class FastHeaderScanner {
           }
         }
         have_shape = true;
-      } else if (field == "data_offsets" && !have_offs) {
+      } else if (kind == kOffsets && !have_offs) {
         if (!eat('[')) return false;
         ws();
         if (!number(t.begin)) return false;
@@ -300,8 +334,7 @@ class FastHeaderScanner {
     seen.reset(h_.tensors.size());
     auto name_at = [this](uint32_t i) { return h_.tensors[i].name; };
     for (uint32_t i = 0; i < h_.tensors.size(); ++i) {
-      TensorEntry& t = h_.tensors[i];
-      t.name_hash = hash_name(t.name);
+      const TensorEntry& t = h_.tensors[i];  // name_hash was set by entry()
       if (seen.insert(t.name, t.name_hash, i, name_at) != i) return false;
     }
     return true;
@@ -311,6 +344,8 @@ class FastHeaderScanner {
   const char* end_;
   Header& h_;
   bool saw_metadata_ = false;
+  std::string_view recent_dtype_name_[2];
+  DType recent_dtype_[2] = {DType::Unknown, DType::Unknown};
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 // check that irregular spellings still produce the right entries or problems.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "ckpt/name_index.h"
 #include "ckpt/safetensors.h"
@@ -108,6 +110,34 @@ TEST(header_fast_path, names_outlive_copies_of_the_header) {
   ASSERT_EQ(copy.tensors.size(), 3u);
   EXPECT_EQ(copy.tensors[0].name, "b.weight");
   EXPECT_EQ(copy.tensors[2].dtype_name, "F4");
+}
+
+}  // namespace
+}  // namespace ckpt::ftest
+
+namespace ckpt::ftest {
+namespace {
+
+// Every length of number from 1 to 21 digits, at every distance from the end of the header:
+// the scanner and the general path agree (the general path is forced by an escape).
+TEST(header_fast_path, numbers_of_every_length_agree_with_the_general_path) {
+  const std::string digits = "18446744073709551615999";
+  std::vector<std::string> values = {"0", "7", "10", "18446744073709551615", "18446744073709551616",
+                                     "99999999999999999999", "00", "01"};
+  for (size_t n = 1; n <= 21; ++n) values.push_back(digits.substr(0, n));
+  for (size_t n = 1; n <= 21; ++n) values.push_back("1" + std::string(n - 1, '0'));
+  for (const auto& v : values)
+    for (const char* tail : {"]", " ]", ".5]", "e3]", "E+1]"}) {
+      std::string body = R"("t":{"dtype":"U8","shape":[)" + v + R"(],"data_offsets":[0,)" + v + tail + "}}";
+      std::string fast = "{" + body;
+      std::string general = R"({"__metadata__":{"k":"\u0076"},)" + body;
+      auto bytes_fast = frame(fast, 0), bytes_general = frame(general, 0);
+      const uint64_t big = UINT64_MAX;  // the file size only bounds the framing checks here
+      auto a = st::parse_header(std::as_bytes(std::span(bytes_fast.data(), bytes_fast.size())), big);
+      auto b = st::parse_header(std::as_bytes(std::span(bytes_general.data(), bytes_general.size())), big);
+      b.metadata.clear();
+      EXPECT_EQ(describe(a), describe(b)) << v << tail;
+    }
 }
 
 }  // namespace

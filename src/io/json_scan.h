@@ -1,0 +1,54 @@
+// Byte-scanning helpers shared by the one-pass JSON scanners (safetensors headers, the shard
+// index). The 100k-entry files of large checkpoints are mostly string bytes, so the scan for
+// a string's end goes 16 bytes at a time where SSE2 is available (every x86-64).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace ckpt::io {
+
+// The first byte in [p, end) that ends or interrupts a plain JSON string: '"', '\\' or a
+// control character (< 0x20). Returns end when there is none. Never reads outside [p, end).
+inline const char* find_string_stop(const char* p, const char* end) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), below_space = _mm_set1_epi8(0x1f);
+  while (end - p >= 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // unsigned c <= 0x1f  <=>  min(c, 0x1f) == c
+    __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                               _mm_cmpeq_epi8(_mm_min_epu8(v, below_space), v));
+    if (int mask = _mm_movemask_epi8(hit)) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  for (; p < end; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\' || c < 0x20) return p;
+  }
+  return end;
+}
+
+// s == lit for a string literal, compared inline (no libc call: the per-entry field names of
+// a 100k-tensor header are compared hundreds of thousands of times).
+template <size_t N>
+inline bool equals_literal(std::string_view s, const char (&lit)[N]) {
+  if (s.size() != N - 1) return false;
+  for (size_t i = 0; i + 1 < N; ++i)  // N is a constant: unrolled into a few compares
+    if (s[i] != lit[i]) return false;
+  return true;
+}
+
+// A string no longer than 16 bytes compared without a libc call (dtype names and the like).
+inline bool short_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+}  // namespace ckpt::io
