@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -97,6 +98,10 @@ struct ShardIndex {
   // `storage` keeps alive: no allocation per entry for 100k-entry indexes.
   std::vector<std::pair<std::string_view, std::string_view>> weight_map;
   std::vector<uint64_t> name_hashes;  // hash_name() of each weight_map name, same order
+  // The distinct shard names of weight_map in first-mention order, and for each entry the
+  // position of its shard name there: later stages compare integers, not 100k strings.
+  std::vector<std::string_view> files;
+  std::vector<uint32_t> file_of;
   std::shared_ptr<const void> storage;
 };
 
@@ -225,9 +230,10 @@ class Checkpoint {
    private:
     friend class Checkpoint;
     std::vector<value_type> items_;
-    // Built on the first lookup: most runs only iterate.
+    // Built on the first lookup (most runs only iterate); check families run concurrently,
+    // so the build happens under a once_flag (held by pointer: WeightMap must stay movable).
     mutable NameIndex by_name_;
-    mutable bool indexed_ = false;
+    mutable std::unique_ptr<std::once_flag> index_once_ = std::make_unique<std::once_flag>();
   };
   const WeightMap& weights() const { return weights_; }
   // For each index weight_map entry (same order): its position in tensors_by_name, or

@@ -7,6 +7,7 @@
 
 #include "checks/family.h"
 #include "checks/util.h"
+#include "io/json_scan.h"
 
 namespace ckpt::checks {
 
@@ -140,39 +141,34 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "parsers keep different copies of a duplicated key; regenerate the index");
   }
 
-  // What each distinct shard name in the index resolves to. Entries come grouped by shard,
-  // so a one-entry memo answers almost every lookup without hashing.
+  // What each distinct shard name in the index resolves to, by its position in idx.files
+  // (the loader interns the names, so no string is compared per entry below).
   struct Target {
     bool safe = false;
     const FileEntry* file = nullptr;
     const Shard* shard = nullptr;
+    uint32_t shard_pos = UINT32_MAX;
     size_t mapped = 0;
   };
-  std::unordered_map<std::string_view, Target> targets;
-  std::string_view memo_key;
-  Target* memo = nullptr;
-  auto target = [&](std::string_view file) -> Target& {
-    if (memo && file == memo_key) return *memo;
-    auto [it, fresh] = targets.try_emplace(file);
-    if (fresh) {
-      it->second.safe = is_safe_relative_path(file);
-      if (it->second.safe) {
-        it->second.file = ck.file(file);
-        it->second.shard = ck.shard(file);
-      }
-    }
-    memo_key = file;
-    memo = &it->second;
-    return *memo;
-  };
+  std::vector<Target> targets(idx.files.size());
+  for (size_t f = 0; f < idx.files.size(); ++f) {
+    Target& tg = targets[f];
+    tg.safe = is_safe_relative_path(idx.files[f]);
+    if (!tg.safe) continue;
+    tg.file = ck.file(idx.files[f]);
+    tg.shard = ck.shard(idx.files[f]);
+    if (tg.shard) tg.shard_pos = static_cast<uint32_t>(tg.shard - ck.shards.data());
+  }
+  auto target = [&](size_t k) -> Target& { return targets[idx.file_of[k]]; };
 
   // Shards the index names, in first-mention order, with their tensor counts.
   std::vector<std::string> named;
-  std::set<std::string> unsafe_reported;
-  for (const auto& [tensor, file] : idx.weight_map) {
-    Target& tg = target(file);
+  std::vector<char> unsafe_reported(idx.files.size(), 0);
+  for (size_t k = 0; k < idx.weight_map.size(); ++k) {
+    const auto& [tensor, file] = idx.weight_map[k];
+    Target& tg = target(k);
     if (!tg.safe) {
-      if (unsafe_reported.emplace(file).second)
+      if (!unsafe_reported[idx.file_of[k]]++)
         out.add("IX008", Severity::error,
                 "weight_map sends " + std::string(tensor) + " to \"" + std::string(file) + "\", a path outside the model directory; ckpt did not open it",
                 ixf, tensor,
@@ -182,12 +178,17 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     if (tg.mapped++ == 0) named.emplace_back(file);
   }
   std::set<std::string> named_set(named.begin(), named.end());
+  auto mapped_count = [&](std::string_view file) -> size_t {
+    for (size_t f = 0; f < idx.files.size(); ++f)
+      if (idx.files[f] == file) return targets[f].mapped;
+    return 0;
+  };
 
   for (const auto& file : named) {
     const FileEntry* fe = ck.file(file);
     if (!fe) {
       out.add("IX001", Severity::error,
-              "index maps " + std::to_string(target(file).mapped) + " tensor(s) to " + file + ", which is not on disk", ixf, "",
+              "index maps " + std::to_string(mapped_count(file)) + " tensor(s) to " + file + ", which is not on disk", ixf, "",
               "an incomplete download (check --include patterns) or a stale index from another export");
     }
   }
@@ -244,7 +245,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
                                                 : ck.tensors_by_name.begin() + positions[k];
     if (it != ck.tensors_by_name.end())
       for (const auto& loc : it->second) listed[loc.shard][loc.entry] = 1;
-    const Target& tg = target(file);
+    const Target& tg = target(k);
     if (!tg.safe || !tg.file) {
       all_indexed_found = false;
       continue;
@@ -253,15 +254,16 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     bool in_mapped = false;
     if (it != ck.tensors_by_name.end())
       for (const auto& loc : it->second) {
-        const std::string& holder = ck.shards[loc.shard].file;
-        if (it->second.size() > 1 || holder != file) holders.push_back(holder);
-        if (holder == file && !in_mapped) {
+        const bool is_mapped = loc.shard == tg.shard_pos;
+        if (it->second.size() > 1 || !is_mapped) holders.push_back(ck.shards[loc.shard].file);
+        if (is_mapped && !in_mapped) {
           in_mapped = true;
           const st::TensorEntry& e = ck.entry(loc);
           if (e.end < e.begin) all_indexed_found = false;
           else {
             indexed_bytes += e.end - e.begin;
-            if (ends_with(tensor, ".weight_format")) weight_format_bytes += e.end - e.begin;
+            if (tensor.size() >= 14 && io::equals_literal(tensor.substr(tensor.size() - 14), ".weight_format"))
+              weight_format_bytes += e.end - e.begin;
           }
         }
       }

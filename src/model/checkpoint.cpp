@@ -65,11 +65,10 @@ const Shard* Checkpoint::shard(std::string_view rel) const {
 
 Checkpoint::WeightMap::const_iterator Checkpoint::WeightMap::find(std::string_view name) const {
   auto name_at = [this](uint32_t i) { return items_[i].first; };
-  if (!indexed_) {
+  std::call_once(*index_once_, [&] {
     by_name_.reset(items_.size());
     for (uint32_t i = 0; i < items_.size(); ++i) by_name_.insert(items_[i].first, hash_name(items_[i].first), i, name_at);
-    indexed_ = true;
-  }
+  });
   uint32_t i = by_name_.find(name, hash_name(name), name_at);
   return i == NameIndex::npos ? items_.end() : items_.begin() + i;
 }
@@ -115,12 +114,17 @@ void Checkpoint::finalize() {
   auto& items = weights_.items_;
   items.clear();
   weights_.by_name_ = NameIndex();
-  weights_.indexed_ = false;
+  weights_.index_once_ = std::make_unique<std::once_flag>();
   index_positions_.clear();
   if (index && index->schema_error.empty() && !index->weight_map.empty()) {
     items.reserve(index->weight_map.size());
     index_positions_.reserve(index->weight_map.size());
     const bool hashed = index->name_hashes.size() == index->weight_map.size();
+    const bool interned = index->file_of.size() == index->weight_map.size();
+    // The shard each distinct index file name denotes (npos: not a parsed shard).
+    std::vector<uint32_t> shard_of_file(index->files.size(), NameIndex::npos);
+    for (size_t f = 0; f < index->files.size(); ++f)
+      if (auto it = shard_by_file_.find(index->files[f]); it != shard_by_file_.end()) shard_of_file[f] = it->second;
     for (size_t k = 0; k < index->weight_map.size(); ++k) {
       const auto& [name, file] = index->weight_map[k];
       auto it = tensors_by_name.find(name, hashed ? index->name_hashes[k] : hash_name(name));
@@ -134,8 +138,14 @@ void Checkpoint::finalize() {
       }
       locs.claimed = true;
       const TensorLoc* chosen = &locs.front();
-      for (const auto& loc : locs)
-        if (shards[loc.shard].file == file) chosen = &loc;
+      if (interned) {
+        const uint32_t mapped = shard_of_file[index->file_of[k]];
+        for (const auto& loc : locs)
+          if (loc.shard == mapped) chosen = &loc;
+      } else {
+        for (const auto& loc : locs)
+          if (shards[loc.shard].file == file) chosen = &loc;
+      }
       items.emplace_back(it->first, WeightTensor{&entry(*chosen), &shards[chosen->shard]});
     }
   } else {

@@ -12,11 +12,14 @@
 #include <set>
 #include <thread>
 
+#include "ckpt/timings.h"
+
 #include <simdjson.h>
 #include <unordered_map>
 
 #include "ckpt/checkpoint.h"
 #include "io/file.h"
+#include "io/json_scan.h"
 #include "io/limits.h"
 
 namespace ckpt {
@@ -57,7 +60,10 @@ void parse_json_file(const fs::path& abs, const std::string& rel, JsonFile& out)
 // building a json::Value (only the small metadata object is kept as a value).
 // What a ShardIndex's weight_map views: the file's text and unescaped copies.
 struct IndexStorage {
-  std::string text;
+  // The file's bytes, left uninitialised before the read: zero-filling a 9 MB index first
+  // (std::string::resize) costs a full extra pass over memory the read overwrites anyway.
+  std::unique_ptr<char[]> bytes;
+  std::string_view text;
   std::deque<std::string> owned;  // deque: elements never move, so views into them stay valid
   std::string_view keep(std::string_view s) { return owned.emplace_back(s); }
 };
@@ -107,6 +113,7 @@ class FastIndexScanner {
     if (p_ != end_) return false;
     if (!saw_wm) {
       idx_.weight_map.clear();
+      idx_.name_hashes.clear();
       idx_.schema_error = "the index has no \"weight_map\"";
     }
     return true;
@@ -117,7 +124,8 @@ class FastIndexScanner {
   }
 
  private:
-  void ws() {
+  [[gnu::always_inline]] void ws() {
+    if (p_ < end_ && static_cast<unsigned char>(*p_) > ' ') return;  // compact JSON: one compare
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
   bool eat(char c) {
@@ -130,17 +138,11 @@ class FastIndexScanner {
   bool plain_string(std::string_view& out) {
     if (!eat('"')) return false;
     const char* s = p_;
-    while (p_ < end_) {
-      unsigned char c = static_cast<unsigned char>(*p_);
-      if (c == '"') {
-        out = std::string_view(s, static_cast<size_t>(p_ - s));
-        ++p_;
-        return true;
-      }
-      if (c == '\\' || c < 0x20) return false;
-      ++p_;
-    }
-    return false;
+    p_ = io::find_string_stop(p_, end_);
+    if (p_ == end_ || *p_ != '"') return false;  // an escape or a control character: general path
+    out = std::string_view(s, static_cast<size_t>(p_ - s));
+    ++p_;
+    return true;
   }
   static bool hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
   bool any_string() {
@@ -236,6 +238,7 @@ class FastIndexScanner {
     ++p_;
     ws();
     idx_.weight_map.reserve(static_cast<size_t>(end_ - p_) / 80 + 1);
+    idx_.name_hashes.reserve(idx_.weight_map.capacity());
     if (eat('}')) return true;
     for (;;) {
       std::string_view k, v;
@@ -245,6 +248,7 @@ class FastIndexScanner {
       ws();
       if (!plain_string(v)) return false;
       idx_.weight_map.emplace_back(k, v);
+      idx_.name_hashes.push_back(hash_name(k));  // while the name is in cache
       ws();
       if (eat(',')) {
         ws();
@@ -275,15 +279,48 @@ void read_total_size(simdjson::dom::element meta, ShardIndex& idx) {
     idx.total_size = static_cast<uint64_t>(d);
 }
 
+// Fills idx.files / idx.file_of. Entries come grouped by shard, so comparing with the previous
+// entry's name settles almost every one without hashing.
+void intern_shard_names(ShardIndex& idx) {
+  idx.files.clear();
+  idx.file_of.clear();
+  idx.file_of.reserve(idx.weight_map.size());
+  std::unordered_map<std::string_view, uint32_t> ids;
+  std::string_view prev;
+  uint32_t prev_id = 0;
+  for (const auto& entry : idx.weight_map) {
+    std::string_view file = entry.second;
+    if (idx.file_of.empty() || file != prev) {
+      auto [it, fresh] = ids.try_emplace(file, static_cast<uint32_t>(idx.files.size()));
+      if (fresh) idx.files.push_back(file);
+      prev = file;
+      prev_id = it->second;
+    }
+    idx.file_of.push_back(prev_id);
+  }
+}
+
 void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
   idx.json.file = rel;
   idx.json.present = true;
   auto storage = std::make_shared<IndexStorage>();
-  const std::string& text = storage->text;
-  if (auto e = io::read_file(abs, limits::kMaxSideJsonBytes, storage->text); !e.empty()) {
-    idx.json.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
-    return;
+  {
+    io::ReadOnlyFile f;
+    std::string e = f.open(abs);
+    if (e.empty() && f.size() > limits::kMaxSideJsonBytes)
+      e = "file is " + std::to_string(f.size()) + " bytes, above the " + std::to_string(limits::kMaxSideJsonBytes) +
+          "-byte limit for this kind of file";
+    if (e.empty()) {
+      storage->bytes.reset(new char[f.size() + 1]);
+      int64_t got = f.read_at(0, storage->bytes.get(), f.size(), &e);
+      if (got >= 0) storage->text = std::string_view(storage->bytes.get(), static_cast<size_t>(got));
+    }
+    if (!e.empty()) {
+      idx.json.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
+      return;
+    }
   }
+  const std::string_view text = storage->text;
   if (simdjson::validate_utf8(text.data(), text.size())) {
     FastIndexScanner fast(text, idx);
     if (fast.run()) {
@@ -294,12 +331,12 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
         simdjson::dom::element meta;
         if (small.parse(simdjson::padded_string(fast.metadata())).get(meta) == simdjson::SUCCESS) read_total_size(meta, idx);
       }
-      idx.name_hashes.reserve(idx.weight_map.size());
-      for (const auto& [name, file] : idx.weight_map) idx.name_hashes.push_back(hash_name(name));
+      intern_shard_names(idx);
       idx.storage = std::move(storage);
       return;
     }
     idx.weight_map.clear();
+    idx.name_hashes.clear();
     idx.schema_error.clear();
   }
   simdjson::dom::parser parser;
@@ -342,6 +379,7 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
     }
     idx.weight_map.emplace_back(storage->keep(field.key), storage->keep(file));
   }
+  intern_shard_names(idx);
   idx.storage = std::move(storage);
 }
 
@@ -591,6 +629,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   w.walk(ck.root, "", 0);
   if (ck.cache) scan_cache_state(ck);
 
+  timings::mark("load: discover");
   // Index: model.safetensors.index.json first, else any top-level *.safetensors.index.json.
   const FileEntry* index_entry = nullptr;
   for (const auto& f : ck.files) {
@@ -669,6 +708,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (auto& t : pool) t.join();
+  timings::mark("load: parse (parallel)");
 
   // Shards in subdirectories join only because the index names them (rare: parsed after).
   if (ck.index) {
@@ -686,6 +726,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   }
 
   ck.finalize();
+  timings::mark("load: finalize");
   result.checkpoint = std::move(ck);
   return result;
 }
