@@ -9,6 +9,7 @@
 // while they are read. Where json::Value and this reader could differ, this one follows
 // json::parse: the last of duplicate keys wins (at the position of the first), integers above
 // int64 are numbers but not ids, and the same parser decides what is valid JSON.
+#include <cstring>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -1035,6 +1036,17 @@ std::optional<EmbeddingInfo> find_embedding(const Checkpoint& ck, std::string_vi
   std::string best_name;
   int best_rank = 1 << 30;
   for (const auto& [name, wt] : ck.weights()) {
+    // Cheap necessary condition first (this loop sees every tensor of a 100k-tensor model):
+    // every suffix above names its module embed_tokens, wte, tok_embeddings, word_embeddings
+    // or embedding just before the final component.
+    const char* last_dot = static_cast<const char*>(memrchr(name.data(), '.', name.size()));
+    if (!last_dot) continue;
+    std::string_view module(name.data(), static_cast<size_t>(last_dot - name.data()));
+    if (const void* d = memrchr(module.data(), '.', module.size()))
+      module.remove_prefix(static_cast<size_t>(static_cast<const char*>(d) - module.data()) + 1);
+    if (module != "embed_tokens" && module != "wte" && module != "tok_embeddings" && module != "word_embeddings" &&
+        module != "embedding")
+      continue;
     int rank = -1;
     for (size_t i = 0; i < std::size(suffixes); ++i) {
       std::string_view s = suffixes[i];
