@@ -164,6 +164,15 @@ class TensorTable {
   // The locations of `name`, added (empty) when absent. `name` must outlive the table.
   TensorLocs& operator[](std::string_view name) { return insert(name, hash_name(name)); }
   TensorLocs& insert(std::string_view name, uint64_t hash);
+  // For loops over many names: call with the hash of a name some iterations ahead.
+  void prefetch_bucket(uint64_t hash) const { index_.prefetch(hash); }
+  void prefetch_entry(uint64_t hash) const {  // after prefetch_bucket had time to land
+    uint32_t pos = index_.first_candidate(hash);
+    if (pos != NameIndex::npos) {
+      __builtin_prefetch(&items_[pos]);
+      __builtin_prefetch(items_[pos].first.data());
+    }
+  }
   void clear();
   void reserve(size_t n);
 

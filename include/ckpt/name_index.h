@@ -51,6 +51,19 @@ class NameIndex {
       if (s.tag == tag && name_at(s.pos) == name) return s.pos;
     }
   }
+  // Batch helpers for 100k-name loops, whose cost is cache misses: prefetch the bucket a
+  // later lookup will probe first, and (once it is cached) the position a matching tag holds.
+  void prefetch(uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_]);
+  }
+  uint32_t first_candidate(uint64_t hash) const {
+    if (slots_.empty()) return npos;
+    const uint32_t tag = static_cast<uint32_t>(hash >> 32);
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.pos == npos || s.tag == tag) return s.pos;
+    }
+  }
   // Inserts `pos` for `name` unless the name is present; returns the position now stored.
   template <class NameAt>
   uint32_t insert(std::string_view name, uint64_t hash, uint32_t pos, const NameAt& name_at) {

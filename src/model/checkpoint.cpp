@@ -105,9 +105,14 @@ void Checkpoint::finalize() {
   size_t total = 0;
   for (const auto& s : shards) total += s.header.tensors.size();
   tensors_by_name.reserve(total);
+  // Inserts and lookups below touch a multi-megabyte table at random: each bucket is
+  // prefetched kAhead names early so the misses overlap instead of queueing (the table was
+  // sized once above, so prefetched buckets stay where they are).
+  constexpr size_t kAhead = 16;
   for (uint32_t si = 0; si < shards.size(); ++si) {
     const auto& ts = shards[si].header.tensors;
     for (uint32_t ei = 0; ei < ts.size(); ++ei) {
+      if (ei + kAhead < ts.size()) tensors_by_name.prefetch_bucket(ts[ei + kAhead].name_hash);
       tensors_by_name.insert(ts[ei].name, ts[ei].name_hash).push_back({si, ei});
     }
   }
@@ -125,7 +130,10 @@ void Checkpoint::finalize() {
     std::vector<uint32_t> shard_of_file(index->files.size(), NameIndex::npos);
     for (size_t f = 0; f < index->files.size(); ++f)
       if (auto it = shard_by_file_.find(index->files[f]); it != shard_by_file_.end()) shard_of_file[f] = it->second;
-    for (size_t k = 0; k < index->weight_map.size(); ++k) {
+    const size_t n_entries = index->weight_map.size();
+    for (size_t k = 0; k < n_entries; ++k) {
+      if (hashed && k + 2 * kAhead < n_entries) tensors_by_name.prefetch_bucket(index->name_hashes[k + 2 * kAhead]);
+      if (hashed && k + kAhead < n_entries) tensors_by_name.prefetch_entry(index->name_hashes[k + kAhead]);
       const auto& [name, file] = index->weight_map[k];
       auto it = tensors_by_name.find(name, hashed ? index->name_hashes[k] : hash_name(name));
       index_positions_.push_back(it == tensors_by_name.end() ? NameIndex::npos
