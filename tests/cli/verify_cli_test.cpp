@@ -403,3 +403,23 @@ TEST(cli_hostile, non_utf8_names_keep_json_valid) {
 
 }  // namespace
 }  // namespace ckpt::ftest
+
+namespace ckpt::ftest {
+namespace {
+
+// CKPT_TIMINGS=1 is a diagnostic: the phases go to stderr, the report on stdout is unchanged.
+TEST(cli_verify, timings_go_to_stderr_only) {
+  TempDir d;
+  make_error(d.path());
+  auto plain = test::run_ckpt({"verify", d.path().string(), "--format", "json"});
+  auto timed = test::run_ckpt({"verify", d.path().string(), "--format", "json"}, {"CKPT_TIMINGS=1"});
+  EXPECT_EQ(timed.exit_code, plain.exit_code);
+  EXPECT_EQ(timed.out, plain.out);
+  EXPECT_EQ(plain.err, "");
+  for (const char* phase : {"load: discover", "load: parse (parallel)", "load: finalize", "checks (all families)",
+                            "render + write", "total"})
+    EXPECT_NE(timed.err.find(phase), std::string::npos) << phase << "\n" << timed.err;
+}
+
+}  // namespace
+}  // namespace ckpt::ftest
