@@ -136,9 +136,9 @@ namespace {
 // non-negative integers and a known dtype, and whose __metadata__ maps strings to strings.
 // Anything else returns false and the caller takes the general (simdjson DOM) path, which
 // reports every irregularity; on what both accept they produce the same entries.
-class FastHeaderScanner {
+class FastHeaderScanner : io::JsonCursor {
  public:
-  FastHeaderScanner(std::string_view text, Header& h) : p_(text.data()), end_(text.data() + text.size()), h_(h) {}
+  FastHeaderScanner(std::string_view text, Header& h) : JsonCursor(text.data(), text.data() + text.size()), h_(h) {}
 
   bool run() {
     ws();
@@ -148,7 +148,7 @@ class FastHeaderScanner {
     h_.tensors.reserve(static_cast<size_t>(end_ - p_) / 96 + 1);
     for (;;) {
       std::string_view key;
-      if (!string(key)) return false;
+      if (!plain_string(key)) return false;
       ws();
       if (!eat(':')) return false;
       ws();
@@ -173,37 +173,6 @@ class FastHeaderScanner {
     ws();
     return p_ == end_;
   }
-  [[gnu::always_inline]] void ws() {
-    // Headers are usually compact: one compare settles the common case.
-    if (p_ < end_ && static_cast<unsigned char>(*p_) > ' ') return;
-    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
-  }
-  bool eat(char c) {
-    if (p_ < end_ && *p_ == c) {
-      ++p_;
-      return true;
-    }
-    return false;
-  }
-  // `"lit"` at the cursor: consumed, true. Otherwise nothing is consumed.
-  template <size_t N>
-  bool quoted_literal(const char (&lit)[N]) {
-    if (static_cast<size_t>(end_ - p_) < N + 1 || p_[0] != '"' || p_[N] != '"') return false;
-    for (size_t i = 0; i + 1 < N; ++i)
-      if (p_[1 + i] != lit[i]) return false;
-    p_ += N + 1;
-    return true;
-  }
-  // A string without escapes or control characters (UTF-8 was validated by the caller).
-  bool string(std::string_view& out) {
-    if (!eat('"')) return false;
-    const char* b = p_;
-    p_ = io::find_string_stop(p_, end_);
-    if (p_ == end_ || *p_ != '"') return false;  // an escape or a control character: general path
-    out = std::string_view(b, static_cast<size_t>(p_ - b));
-    ++p_;
-    return true;
-  }
   bool number(uint64_t& out) {
     if (p_ >= end_ || *p_ < '0' || *p_ > '9') return false;
     if (*p_ == '0' && p_ + 1 < end_ && p_[1] >= '0' && p_[1] <= '9') return false;  // leading zero
@@ -227,11 +196,11 @@ class FastHeaderScanner {
     if (eat('}')) return true;
     for (;;) {
       std::string_view k, v;
-      if (!string(k)) return false;
+      if (!plain_string(k)) return false;
       ws();
       if (!eat(':')) return false;
       ws();
-      if (!string(v)) return false;
+      if (!plain_string(v)) return false;
       for (const auto& [seen, _] : h_.metadata)
         if (seen == k) return false;  // duplicate metadata key: the general path reports it
       h_.metadata.emplace_back(std::string(k), std::string(v));
@@ -259,7 +228,7 @@ class FastHeaderScanner {
       else if (quoted_literal("data_offsets")) kind = kOffsets;
       else {
         std::string_view field;
-        if (!string(field)) return false;
+        if (!plain_string(field)) return false;
         kind = io::equals_literal(field, "dtype") ? kDtype
                : io::equals_literal(field, "shape") ? kShape
                : io::equals_literal(field, "data_offsets") ? kOffsets
@@ -269,7 +238,7 @@ class FastHeaderScanner {
       if (!eat(':')) return false;
       ws();
       if (kind == kDtype && !have_dt) {
-        if (!string(t.dtype_name)) return false;
+        if (!plain_string(t.dtype_name)) return false;
         // A header repeats a few dtypes (weights and their scales alternate): two remembered.
         if (!recent_dtype_name_[0].empty() && io::short_equal(t.dtype_name, recent_dtype_name_[0])) {
           t.dtype = recent_dtype_[0];
@@ -340,8 +309,6 @@ class FastHeaderScanner {
     return true;
   }
 
-  const char* p_;
-  const char* end_;
   Header& h_;
   bool saw_metadata_ = false;
   std::string_view recent_dtype_name_[2];

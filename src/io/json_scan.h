@@ -33,6 +33,48 @@ inline const char* find_string_stop(const char* p, const char* end) {
   return end;
 }
 
+// The cursor of a one-pass scanner over JSON bytes [p_, end_): the primitives the header and
+// index scanners share. Every read is bounds-checked; "false" means "not the plain subset
+// here", and the caller falls back to its general parser.
+class JsonCursor {
+ protected:
+  JsonCursor(const char* begin, const char* end) : p_(begin), end_(end) {}
+
+  [[gnu::always_inline]] void ws() {
+    if (p_ < end_ && static_cast<unsigned char>(*p_) > ' ') return;  // compact JSON: one compare
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool eat(char c) {
+    if (p_ < end_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  // A string without escapes or control characters (the caller validated UTF-8).
+  bool plain_string(std::string_view& out) {
+    if (!eat('"')) return false;
+    const char* b = p_;
+    p_ = find_string_stop(p_, end_);
+    if (p_ == end_ || *p_ != '"') return false;  // an escape or a control character
+    out = std::string_view(b, static_cast<size_t>(p_ - b));
+    ++p_;
+    return true;
+  }
+  // `"lit"` at the cursor: consumed, true. Otherwise nothing is consumed.
+  template <size_t N>
+  bool quoted_literal(const char (&lit)[N]) {
+    if (static_cast<size_t>(end_ - p_) < N + 1 || p_[0] != '"' || p_[N] != '"') return false;
+    for (size_t i = 0; i + 1 < N; ++i)
+      if (p_[1 + i] != lit[i]) return false;
+    p_ += N + 1;
+    return true;
+  }
+
+  const char* p_;
+  const char* end_;
+};
+
 // s == lit for a string literal, compared inline (no libc call: the per-entry field names of
 // a 100k-tensor header are compared hundreds of thousands of times).
 template <size_t N>

@@ -72,9 +72,9 @@ struct IndexStorage {
 // copies), other values skipped with full JSON validation. Returns false on anything it does
 // not handle (escapes in weight_map, a repeated top-level key, invalid JSON, nesting deeper
 // than 64); the caller then takes the general simdjson path, which also locates errors.
-class FastIndexScanner {
+class FastIndexScanner : io::JsonCursor {
  public:
-  FastIndexScanner(std::string_view text, ShardIndex& idx) : p_(text.data()), end_(text.data() + text.size()), idx_(idx) {}
+  FastIndexScanner(std::string_view text, ShardIndex& idx) : JsonCursor(text.data(), text.data() + text.size()), idx_(idx) {}
 
   bool run() {
     ws();
@@ -124,26 +124,6 @@ class FastIndexScanner {
   }
 
  private:
-  [[gnu::always_inline]] void ws() {
-    if (p_ < end_ && static_cast<unsigned char>(*p_) > ' ') return;  // compact JSON: one compare
-    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
-  }
-  bool eat(char c) {
-    if (p_ < end_ && *p_ == c) {
-      ++p_;
-      return true;
-    }
-    return false;
-  }
-  bool plain_string(std::string_view& out) {
-    if (!eat('"')) return false;
-    const char* s = p_;
-    p_ = io::find_string_stop(p_, end_);
-    if (p_ == end_ || *p_ != '"') return false;  // an escape or a control character: general path
-    out = std::string_view(s, static_cast<size_t>(p_ - s));
-    ++p_;
-    return true;
-  }
   static bool hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
   bool any_string() {
     if (!eat('"')) return false;
@@ -258,8 +238,6 @@ class FastIndexScanner {
     }
   }
 
-  const char* p_;
-  const char* end_;
   ShardIndex& idx_;
   const char* metadata_begin_ = nullptr;
   const char* metadata_end_ = nullptr;
