@@ -116,12 +116,15 @@ class TensorLocs {
  public:
   void push_back(TensorLoc l) {
     if (n_++ == 0) first_ = l;
-    else more_.push_back(l);
+    else {
+      if (!more_) more_ = std::make_unique<std::vector<TensorLoc>>();
+      more_->push_back(l);
+    }
   }
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
   const TensorLoc& front() const { return first_; }
-  const TensorLoc& operator[](size_t i) const { return i == 0 ? first_ : more_[i - 1]; }
+  const TensorLoc& operator[](size_t i) const { return i == 0 ? first_ : (*more_)[i - 1]; }
   struct iterator {
     const TensorLocs* owner;
     size_t i;
@@ -135,9 +138,11 @@ class TensorLocs {
   iterator end() const { return {this, n_}; }
 
  private:
+  // A name almost always has one location: the rest live behind a pointer, so a table entry
+  // of a 100k-tensor model stays 24 bytes (fresh memory is what a short run pays for most).
   TensorLoc first_{};
+  std::unique_ptr<std::vector<TensorLoc>> more_;
   uint32_t n_ = 0;
-  std::vector<TensorLoc> more_;
 
  public:
   bool claimed = false;  // finalize(): an index entry already took this name
