@@ -2,6 +2,7 @@
 // like the std::vector<uint64_t> it replaced at every size.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -37,9 +38,10 @@ TEST(Shape, behaves_like_a_vector_inline_and_spilled) {
     // insert at the front, the middle and the end, single values and ranges
     s.insert(s.begin(), 99);
     v.insert(v.begin(), 99);
-    const std::vector<uint64_t> first3(v.begin(), v.begin() + 3);
+    const auto k = static_cast<std::ptrdiff_t>(std::min<size_t>(3, v.size()));  // v holds at least 99
+    const std::vector<uint64_t> first3(v.begin(), v.begin() + k);
     s.insert(s.begin() + static_cast<std::ptrdiff_t>(s.size() / 2), first3.begin(), first3.end());
-    const std::vector<uint64_t> head(v.begin(), v.begin() + 3);
+    const std::vector<uint64_t> head(v.begin(), v.begin() + k);
     v.insert(v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), head.begin(), head.end());
     s.insert(s.end(), 5);
     v.insert(v.end(), 5);
