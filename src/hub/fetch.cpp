@@ -1743,49 +1743,6 @@ bool list_tree(Ctx& ctx, std::vector<TreeEntry>& out, Outcome& o) {
   return true;
 }
 
-// A JSON string literal as Python's json.dumps(ensure_ascii=True) writes it (huggingface_hub
-// writes trees/<commit>.json that way): \uXXXX, lowercase, for everything outside ' '..'~'.
-void append_py_json_string(std::string& out, std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  auto u = [&](uint32_t v) {
-    out += "\\u";
-    for (int sh = 12; sh >= 0; sh -= 4) out += hex[(v >> sh) & 15];
-  };
-  out += '"';
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        default:
-          if (c < 0x20 || c == 0x7f) u(c);
-          else out += static_cast<char>(c);
-      }
-      continue;
-    }
-    // UTF-8 (the JSON parser validated it) -> code point -> \u escapes (surrogate pairs).
-    size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-    uint32_t cp = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
-    for (size_t k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    i += len;
-    if (cp >= 0x10000) {
-      cp -= 0x10000;
-      u(0xD800 + (cp >> 10));
-      u(0xDC00 + (cp & 0x3FF));
-    } else {
-      u(cp);
-    }
-  }
-  out += '"';
-}
-
 bool xet_hash_usable(const std::string& h) {
   if (h.size() != 64) return false;
   for (char c : h)
@@ -1794,8 +1751,8 @@ bool xet_hash_usable(const std::string& h) {
 }
 
 // huggingface_hub's trees/<commit>.json (format_version 1, _tree_cache.py): every file of the
-// listing, sorted, json.dump(indent=1). A redacted xetHash (64 '*' on gated repos,
-// xet-core#895) is left out rather than cached.
+// listing, sorted, json.dump(indent=1) with its default ensure_ascii (\uXXXX outside ' '..'~').
+// A redacted xetHash (64 '*' on gated repos, xet-core#895) is left out rather than cached.
 std::string trees_json(const std::vector<TreeEntry>& tree) {
   std::map<std::string, const TreeEntry*> files;  // byte order == code point order for UTF-8
   for (const auto& t : tree) files[t.path] = &t;
@@ -1804,17 +1761,17 @@ std::string trees_json(const std::vector<TreeEntry>& tree) {
   for (const auto& [p, t] : files) {
     out += first ? "\n  " : ",\n  ";
     first = false;
-    append_py_json_string(out, p);
+    json::append_quoted(out, p, /*ensure_ascii=*/true);
     out += ": {\n   \"size\": " + std::to_string(t->raw_size) + ",\n   \"blob_id\": ";
-    append_py_json_string(out, t->oid);
+    json::append_quoted(out, t->oid, /*ensure_ascii=*/true);
     if (t->has_lfs) {
       out += ",\n   \"lfs_sha256\": ";
-      append_py_json_string(out, t->lfs_oid);
+      json::append_quoted(out, t->lfs_oid, /*ensure_ascii=*/true);
       out += ",\n   \"lfs_size\": " + std::to_string(t->lfs_size);
     }
     if (xet_hash_usable(t->xet_hash)) {
       out += ",\n   \"xet_hash\": ";
-      append_py_json_string(out, t->xet_hash);
+      json::append_quoted(out, t->xet_hash, /*ensure_ascii=*/true);
     }
     out += "\n  }";
   }

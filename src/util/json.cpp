@@ -81,7 +81,7 @@ void append_quoted(std::string& out, std::string_view s, bool ensure_ascii) {
       case '\f': out += "\\f"; continue;
       default: break;
     }
-    if (c < 0x20) {
+    if (c < 0x20 || (c == 0x7f && ensure_ascii)) {  // json.dumps(ensure_ascii=True) keeps only ' '..'~'
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
       out += buf;

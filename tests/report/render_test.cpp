@@ -204,3 +204,17 @@ TEST(report_text, verdict_codes_and_grouping) {
 
 }  // namespace
 }  // namespace ckpt::ftest
+
+namespace ckpt::ftest {
+namespace {
+
+// json::quoted matches Python's json.dumps: ensure_ascii=True keeps only ' '..'~' (DEL
+// included in the escapes), ensure_ascii=False escapes only what JSON requires.
+TEST(json_quoted, matches_python_json_dumps) {
+  const std::string s = "a\x7f\"\\\n\x01 \xc3\xa9 \xf0\x9f\x98\x80";
+  EXPECT_EQ(json::quoted(s, true), R"("a\u007f\"\\\n\u0001 \u00e9 \ud83d\ude00")");
+  EXPECT_EQ(json::quoted(s, false), "\"a\x7f\\\"\\\\\\n\\u0001 \xc3\xa9 \xf0\x9f\x98\x80\"");
+}
+
+}  // namespace
+}  // namespace ckpt::ftest
