@@ -215,20 +215,30 @@ struct Value {
   };
 
   Value() : i(0) {}
-  Value(const Value& x) : k(x.k), markup(x.markup), counted(x.counted), uk(x.uk), owner(x.owner), sref(x.sref), i(x.i) {
-    std::memcpy(serial, x.serial, 2);
+  Value(const Value& x) {
+    copy_fields(x);
     if (counted) ++o->rc;
   }
-  Value(Value&& x) noexcept : k(x.k), markup(x.markup), counted(x.counted), uk(x.uk), owner(x.owner), sref(x.sref), i(x.i) {
-    std::memcpy(serial, x.serial, 2);
-    x.counted = false;
-    x.k = K::Undef;
-    x.uk = UK::Plain;
-    x.i = 0;
+  Value(Value&& x) noexcept {
+    copy_fields(x);
+    x.reset_moved_from();
   }
   Value& operator=(const Value& x) {
-    if (x.counted) ++x.o->rc;
+    if (x.counted) ++x.o->rc;  // before release(): x may be owned through *this
     release();
+    copy_fields(x);
+    return *this;
+  }
+  Value& operator=(Value&& x) noexcept {
+    if (this != &x) {
+      release();
+      copy_fields(x);
+      x.reset_moved_from();
+    }
+    return *this;
+  }
+  // Every field, bit for bit; reference counts are the callers' business.
+  void copy_fields(const Value& x) {
     k = x.k;
     markup = x.markup;
     counted = x.counted;
@@ -237,25 +247,12 @@ struct Value {
     sref = x.sref;
     std::memcpy(serial, x.serial, 2);
     i = x.i;
-    return *this;
   }
-  Value& operator=(Value&& x) noexcept {
-    if (this != &x) {
-      release();
-      k = x.k;
-      markup = x.markup;
-      counted = x.counted;
-      uk = x.uk;
-      owner = x.owner;
-      sref = x.sref;
-      std::memcpy(serial, x.serial, 2);
-      i = x.i;
-      x.counted = false;
-      x.k = K::Undef;
-      x.uk = UK::Plain;
-      x.i = 0;
-    }
-    return *this;
+  void reset_moved_from() {
+    counted = false;
+    k = K::Undef;
+    uk = UK::Plain;
+    i = 0;
   }
   ~Value() { release(); }
   void release() {
@@ -621,6 +618,21 @@ struct Expr {
   std::vector<std::string> ops;  // Compare operators
   Expr(EK k, uint32_t p) : kind(k), pos(p) {}
 };
+
+// Calls f on each direct sub-expression of e (non-null ones, in field order) until f returns
+// true; returns whether it did. The one list of Expr's child fields that tree walkers share.
+template <class F>
+bool any_child(const Expr& e, F&& f) {
+  for (Expr* x : {e.a.get(), e.b.get(), e.c.get()})
+    if (x && f(x)) return true;
+  for (const auto& k : e.kids)
+    if (k && f(k.get())) return true;
+  for (const auto& kw : e.kwargs)
+    if (kw.second && f(kw.second.get())) return true;
+  for (Expr* x : {e.dyn_args.get(), e.dyn_kwargs.get()})
+    if (x && f(x)) return true;
+  return false;
+}
 
 enum class SK : uint8_t {
   Data, Output, If, For, Set, SetBlock, Macro, CallBlock, FilterBlock, Break, Continue, Body,

@@ -1353,13 +1353,10 @@ struct Resolver {
         break;
       default: own(e->cval);
     }
-    expr(e->a.get());
-    expr(e->b.get());
-    expr(e->c.get());
-    for (auto& k : e->kids) expr(k.get());
-    for (auto& kw : e->kwargs) expr(kw.second.get());
-    expr(e->dyn_args.get());
-    expr(e->dyn_kwargs.get());
+    any_child(*e, [this](Expr* k) {
+      expr(k);
+      return false;
+    });
   }
   void fold_constant_sequence(ExprP& e) {
     if (!e || (e->kind != EK::List && e->kind != EK::Tuple)) return;
@@ -1445,12 +1442,7 @@ struct Resolver {
   static bool reads_loop_expr(const Expr* e) {
     if (!e) return false;
     if (e->kind == EK::Name && e->name == "loop") return true;
-    if (reads_loop_expr(e->a.get()) || reads_loop_expr(e->b.get()) || reads_loop_expr(e->c.get())) return true;
-    for (auto& k : e->kids)
-      if (reads_loop_expr(k.get())) return true;
-    for (auto& kw : e->kwargs)
-      if (reads_loop_expr(kw.second.get())) return true;
-    return reads_loop_expr(e->dyn_args.get()) || reads_loop_expr(e->dyn_kwargs.get());
+    return any_child(*e, [](const Expr* k) { return reads_loop_expr(k); });
   }
   static bool reads_loop(const Body& b) {
     for (auto& st : b) {

@@ -95,13 +95,10 @@ struct UnsafeScan {
       if (!a || a->kind != EK::Const || a->cval.k != K::Str) note(e->pos, "attr() with a computed attribute name");
       else if (a->cval.s().rfind("_", 0) == 0) note(e->pos, "attr('" + a->cval.s() + "') on a private attribute");
     }
-    expr(e->a.get());
-    expr(e->b.get());
-    expr(e->c.get());
-    for (auto& k : e->kids) expr(k.get());
-    for (auto& kw : e->kwargs) expr(kw.second.get());
-    expr(e->dyn_args.get());
-    expr(e->dyn_kwargs.get());
+    any_child(*e, [this](Expr* k) {
+      expr(k);
+      return false;
+    });
   }
   void body(const Body& b) {
     for (auto& st : b) {
