@@ -145,15 +145,12 @@ void Checkpoint::finalize() {
         continue;
       }
       locs.claimed = true;
+      uint32_t mapped = NameIndex::npos;  // the shard the index names for this tensor
+      if (interned) mapped = shard_of_file[index->file_of[k]];
+      else if (auto sf = shard_by_file_.find(file); sf != shard_by_file_.end()) mapped = sf->second;
       const TensorLoc* chosen = &locs.front();
-      if (interned) {
-        const uint32_t mapped = shard_of_file[index->file_of[k]];
-        for (const auto& loc : locs)
-          if (loc.shard == mapped) chosen = &loc;
-      } else {
-        for (const auto& loc : locs)
-          if (shards[loc.shard].file == file) chosen = &loc;
-      }
+      for (const auto& loc : locs)
+        if (loc.shard == mapped) chosen = &loc;
       items.emplace_back(it->first, WeightTensor{&entry(*chosen), &shards[chosen->shard]});
     }
   } else {
