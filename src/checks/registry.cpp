@@ -57,15 +57,14 @@ std::vector<Finding> run_checks(const Checkpoint& ckpt, const VerifyOptions& opt
   // as a serial run. CF, AR and QZ share one conformance pass (cached per thread), so they
   // form one task; the heaviest families on a 100k-tensor model (IX, ST) are taken first.
   constexpr size_t n = std::size(kFamilies);
-  std::vector<std::vector<size_t>> tasks;
-  auto task_of = [&](const FamilyDef* f) -> std::vector<size_t>& {
-    bool conformance = f == &checks::kConfigFamily || f == &checks::kArchitectureFamily ||
-                       f == &checks::kQuantizationFamily;
-    for (auto& t : tasks)
-      if (conformance && kFamilies[t.front()] == &checks::kConfigFamily) return t;
-    return tasks.emplace_back();
+  auto conformance = [](const FamilyDef* f) {
+    return f == &checks::kConfigFamily || f == &checks::kArchitectureFamily || f == &checks::kQuantizationFamily;
   };
-  for (size_t i = 0; i < n; ++i) task_of(kFamilies[i]).push_back(i);
+  std::vector<std::vector<size_t>> tasks;  // adjacent conformance families share a task
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && conformance(kFamilies[i]) && conformance(kFamilies[i - 1])) tasks.back().push_back(i);
+    else tasks.push_back({i});
+  }
   std::stable_partition(tasks.begin(), tasks.end(), [](const std::vector<size_t>& t) {
     return kFamilies[t.front()] == &checks::kIndexFamily || kFamilies[t.front()] == &checks::kSafetensorsFamily;
   });
