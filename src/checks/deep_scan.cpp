@@ -232,7 +232,16 @@ class Worker {
     ::posix_fadvise(fd, static_cast<off_t>(begin), static_cast<off_t>(end - std::min(begin, end)), POSIX_FADV_SEQUENTIAL);
 
     std::unique_ptr<hub::detail::Hasher> hasher;
-    if (it.hash) hasher = std::make_unique<hub::detail::Hasher>(job.hash, size);
+    if (it.hash) {
+      try {
+        hasher = std::make_unique<hub::detail::Hasher>(job.hash, size);
+      } catch (const std::exception& e) {  // OpenSSL could not be loaded: say so, do not crash a worker
+        ::close(fd);
+        std::lock_guard lk(fs.m);
+        if (fs.result.error.empty()) fs.result.error = std::string("cannot hash: ") + e.what();
+        return;
+      }
+    }
     partial_.clear();
     std::string error;
     uint64_t error_at = 0, read_total = 0;
