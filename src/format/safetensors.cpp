@@ -491,6 +491,34 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
   return h;
 }
 
+// The fast path's names and dtype strings view the header bytes in [bytes, bytes + len); this
+// moves every such view into one exactly-sized block owned by `storage`, so those bytes can be
+// reused. Known dtypes point at their static spelling (the bytes read are the same).
+static void keep_names_only(Header& h, HeaderStorage& storage, const std::byte* bytes, size_t len) {
+  const char* lo = reinterpret_cast<const char*>(bytes);
+  const char* hi = lo + len;
+  auto inside = [&](std::string_view v) { return !v.empty() && v.data() >= lo && v.data() < hi; };
+  size_t total = 0;
+  for (const TensorEntry& t : h.tensors) {
+    if (inside(t.name)) total += t.name.size();
+    if (t.dtype == DType::Unknown && inside(t.dtype_name)) total += t.dtype_name.size();
+  }
+  if (total) storage.bytes.reset(new std::byte[total]);
+  char* out = reinterpret_cast<char*>(storage.bytes.get());
+  auto move_out = [&](std::string_view& v) {
+    std::memcpy(out, v.data(), v.size());
+    v = std::string_view(out, v.size());
+    out += v.size();
+  };
+  for (TensorEntry& t : h.tensors) {
+    if (inside(t.name)) move_out(t.name);
+    if (inside(t.dtype_name)) {
+      if (t.dtype != DType::Unknown) t.dtype_name = dtype_name(t.dtype);
+      else move_out(t.dtype_name);
+    }
+  }
+}
+
 Header parse_header(std::span<const std::byte> prefix, uint64_t file_size) {
   auto storage = std::make_shared<HeaderStorage>();
   storage->bytes.reset(new std::byte[prefix.size() + simdjson::SIMDJSON_PADDING]);
@@ -521,10 +549,30 @@ Header read_header(const std::filesystem::path& path) {
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(len_bytes[static_cast<size_t>(i)]);
   if (n > kMaxHeaderBytes || n + 8 > size) return parse_header(len_bytes, size);  // framing finding, no allocation
   // Read straight into a padded buffer (no zero-fill, no copy) so simdjson parses in place.
+  // Headers up to kScratchBytes go to a buffer this thread reuses, and only the tensor names
+  // are kept, copied into one block sized to fit: the names are about 40 % of a header's
+  // bytes, and memory a process touches for the first time is the largest cost of verifying
+  // a 160-shard checkpoint on a VM (bench/README.md, "Verify"). Larger headers keep their bytes.
+  constexpr size_t kScratchBytes = 4u << 20;
   const size_t len = static_cast<size_t>(8 + n);
   auto storage = std::make_shared<HeaderStorage>();
-  storage->bytes.reset(new std::byte[len + simdjson::SIMDJSON_PADDING]);
-  std::byte* buf = storage->bytes.get();
+  thread_local std::unique_ptr<std::byte[]> scratch;
+  thread_local size_t scratch_size = 0;
+  std::byte* buf;
+  const bool use_scratch = len + simdjson::SIMDJSON_PADDING <= kScratchBytes;
+  if (use_scratch) {
+    if (scratch_size < len + simdjson::SIMDJSON_PADDING) {
+      // Grown in powers of two from 256 KiB: a few sizes serve a whole checkpoint.
+      size_t want = std::max<size_t>(scratch_size, 256u << 10);
+      while (want < len + simdjson::SIMDJSON_PADDING) want *= 2;
+      scratch.reset(new std::byte[want]);
+      scratch_size = want;
+    }
+    buf = scratch.get();
+  } else {
+    storage->bytes.reset(new std::byte[len + simdjson::SIMDJSON_PADDING]);
+    buf = storage->bytes.get();
+  }
   std::memset(buf + len, 0, simdjson::SIMDJSON_PADDING);
   got = f.read_at(0, buf, len, &err);
   if (got < 0) {
@@ -533,7 +581,9 @@ Header read_header(const std::filesystem::path& path) {
     return h;
   }
   if (static_cast<size_t>(got) < len) std::memset(buf + got, 0, len - static_cast<size_t>(got));
-  return parse_header_padded(std::span<const std::byte>(buf, static_cast<size_t>(got)), size, std::move(storage));
+  h = parse_header_padded(std::span<const std::byte>(buf, static_cast<size_t>(got)), size, storage);
+  if (use_scratch) keep_names_only(h, *storage, buf, len);
+  return h;
 }
 
 // ---- writer ------------------------------------------------------------------
