@@ -60,9 +60,11 @@ struct Problem {
   uint64_t offset = 0; // byte offset in the file, when meaningful
 };
 
-// A tensor's dimensions. Up to four are stored inline, so reading a 100k-tensor header
-// allocates nothing per tensor; more spill to the heap. Reads like a std::vector<uint64_t>
-// (and converts to one, or to a span) so call sites need not care.
+// A tensor's dimensions. Up to three are stored inline (every weight of a transformer LLM,
+// experts included; conv kernels spill), so reading a 100k-tensor header allocates nothing per
+// tensor; more spill to the heap, whose pointer shares the inline storage: 32 bytes in all.
+// Reads like a std::vector<uint64_t> (and converts to one, or to a span) so call sites need
+// not care.
 class Shape {
  public:
   using value_type = uint64_t;
@@ -96,8 +98,8 @@ class Shape {
 
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
-  uint64_t* data() { return heap_ ? heap_ : inline_; }
-  const uint64_t* data() const { return heap_ ? heap_ : inline_; }
+  uint64_t* data() { return spilled() ? heap_ : inline_; }
+  const uint64_t* data() const { return spilled() ? heap_ : inline_; }
   iterator begin() { return data(); }
   iterator end() { return data() + n_; }
   const_iterator begin() const { return data(); }
@@ -113,7 +115,7 @@ class Shape {
     if (n <= cap_) return;
     auto* fresh = new uint64_t[n];
     for (uint32_t i = 0; i < n_; ++i) fresh[i] = data()[i];
-    delete[] heap_;
+    if (spilled()) delete[] heap_;
     heap_ = fresh;
     cap_ = static_cast<uint32_t>(n);
   }
@@ -152,38 +154,40 @@ class Shape {
   }
 
  private:
-  static constexpr uint32_t kInline = 4;
+  static constexpr uint32_t kInline = 3;
+  bool spilled() const { return cap_ > kInline; }
   void release() {
-    delete[] heap_;
-    heap_ = nullptr;
+    if (spilled()) delete[] heap_;
     cap_ = kInline;
     n_ = 0;
   }
   void take(Shape& o) {
     n_ = o.n_;
     cap_ = o.cap_;
-    heap_ = o.heap_;
-    if (!heap_)
+    if (o.spilled()) heap_ = o.heap_;
+    else
       for (uint32_t i = 0; i < n_; ++i) inline_[i] = o.inline_[i];
-    o.heap_ = nullptr;
     o.cap_ = kInline;
     o.n_ = 0;
   }
-  uint64_t inline_[kInline] = {};
-  uint64_t* heap_ = nullptr;
+  union {
+    uint64_t inline_[kInline] = {};
+    uint64_t* heap_;  // when spilled(): cap_ dimensions allocated
+  };
   uint32_t n_ = 0, cap_ = kInline;
 };
 
 // Names in a parsed header are views: into the header bytes themselves (which the Header keeps
 // alive), or into unescaped copies it owns. A 100k-tensor checkpoint then costs no allocation
 // per tensor name. The views stay valid as long as any copy of the Header lives.
+// 80 bytes: a 100k-tensor checkpoint holds one per tensor. An unknown dtype's spelling is in
+// its UnknownDType problem.
 struct TensorEntry {
   std::string_view name;
-  DType dtype = DType::Unknown;
-  std::string_view dtype_name;   // as written (kept for unknown dtypes)
   Shape shape;
   uint64_t begin = 0, end = 0;   // data_offsets, relative to the data section
   uint64_t name_hash = 0;        // hash_name(name), computed on the parsing thread
+  DType dtype = DType::Unknown;
 };
 
 struct Header {

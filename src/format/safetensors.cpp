@@ -123,6 +123,8 @@ std::string type_name(simdjson::dom::element e) {
 }  // namespace
 
 // What a Header's entries view: the header bytes, and unescaped copies of escaped strings.
+static_assert(sizeof(TensorEntry) <= 80, "one per tensor: keep it small");
+
 struct HeaderStorage {
   std::unique_ptr<std::byte[]> bytes;
   std::deque<std::string> owned;  // deque: elements never move, so views into them stay valid
@@ -145,7 +147,7 @@ class FastHeaderScanner : io::JsonCursor {
     if (!eat('{')) return false;
     ws();
     if (eat('}')) return tail();
-    h_.tensors.reserve(static_cast<size_t>(end_ - p_) / 96 + 1);
+    h_.tensors.reserve(count_entries());
     for (;;) {
       std::string_view key;
       if (!plain_string(key)) return false;
@@ -169,6 +171,19 @@ class FastHeaderScanner : io::JsonCursor {
   }
 
  private:
+  // Every entry this path accepts spells "data_offsets" once, so counting the spelling sizes
+  // the vector exactly (an estimate from the byte count left a third of it unused, and unused
+  // capacity between allocations is still memory the process touches).
+  size_t count_entries() const {
+    constexpr std::string_view kField = "\"data_offsets\"";
+    size_t n = 0;
+    for (const char* q = p_;;) {
+      const void* hit = memmem(q, static_cast<size_t>(end_ - q), kField.data(), kField.size());
+      if (!hit) return n;
+      ++n;
+      q = static_cast<const char*>(hit) + kField.size();
+    }
+  }
   bool tail() {
     ws();
     return p_ == end_;
@@ -238,19 +253,20 @@ class FastHeaderScanner : io::JsonCursor {
       if (!eat(':')) return false;
       ws();
       if (kind == kDtype && !have_dt) {
-        if (!plain_string(t.dtype_name)) return false;
+        std::string_view written;
+        if (!plain_string(written)) return false;
         // A header repeats a few dtypes (weights and their scales alternate): two remembered.
-        if (!recent_dtype_name_[0].empty() && io::short_equal(t.dtype_name, recent_dtype_name_[0])) {
+        if (!recent_dtype_name_[0].empty() && io::short_equal(written, recent_dtype_name_[0])) {
           t.dtype = recent_dtype_[0];
-        } else if (!recent_dtype_name_[1].empty() && io::short_equal(t.dtype_name, recent_dtype_name_[1])) {
+        } else if (!recent_dtype_name_[1].empty() && io::short_equal(written, recent_dtype_name_[1])) {
           t.dtype = recent_dtype_[1];
         } else {
-          auto d = dtype_from_name(t.dtype_name);
+          auto d = dtype_from_name(written);
           if (!d) return false;
           t.dtype = *d;
           recent_dtype_name_[1] = recent_dtype_name_[0];
           recent_dtype_[1] = recent_dtype_[0];
-          recent_dtype_name_[0] = t.dtype_name;
+          recent_dtype_name_[0] = written;
           recent_dtype_[0] = *d;
         }
         have_dt = true;
@@ -446,7 +462,6 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
       problem(Rule::HeaderSchema, "dtype is " + type_name(dt) + "; a string such as \"BF16\" was expected", 8, t.name);
       continue;
     }
-    t.dtype_name = storage->keep(dts);
     simdjson::dom::array sarr, oarr;
     if (shape.get_array().get(sarr) != simdjson::SUCCESS) {
       problem(Rule::HeaderSchema, "shape is " + type_name(shape) + "; an array of non-negative integers was expected", 8, t.name);
@@ -478,10 +493,10 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
       problem(Rule::HeaderSchema, "data_offsets must be two non-negative integers", 8, t.name);
       continue;
     }
-    if (auto d = dtype_from_name(t.dtype_name)) {
+    if (auto d = dtype_from_name(dts)) {
       t.dtype = *d;
     } else {
-      problem(Rule::UnknownDType, "dtype \"" + std::string(t.dtype_name) + "\" is not defined by the safetensors format", 8,
+      problem(Rule::UnknownDType, "dtype \"" + std::string(dts) + "\" is not defined by the safetensors format", 8,
               std::string(t.name));
       t.dtype = DType::Unknown;
     }
@@ -491,31 +506,22 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
   return h;
 }
 
-// The fast path's names and dtype strings view the header bytes in [bytes, bytes + len); this
-// moves every such view into one exactly-sized block owned by `storage`, so those bytes can be
-// reused. Known dtypes point at their static spelling (the bytes read are the same).
+// The fast path's names view the header bytes in [bytes, bytes + len); this moves every such
+// view into one exactly-sized block owned by `storage`, so those bytes can be reused.
 static void keep_names_only(Header& h, HeaderStorage& storage, const std::byte* bytes, size_t len) {
   const char* lo = reinterpret_cast<const char*>(bytes);
   const char* hi = lo + len;
   auto inside = [&](std::string_view v) { return !v.empty() && v.data() >= lo && v.data() < hi; };
   size_t total = 0;
-  for (const TensorEntry& t : h.tensors) {
+  for (const TensorEntry& t : h.tensors)
     if (inside(t.name)) total += t.name.size();
-    if (t.dtype == DType::Unknown && inside(t.dtype_name)) total += t.dtype_name.size();
-  }
   if (total) storage.bytes.reset(new std::byte[total]);
   char* out = reinterpret_cast<char*>(storage.bytes.get());
-  auto move_out = [&](std::string_view& v) {
-    std::memcpy(out, v.data(), v.size());
-    v = std::string_view(out, v.size());
-    out += v.size();
-  };
   for (TensorEntry& t : h.tensors) {
-    if (inside(t.name)) move_out(t.name);
-    if (inside(t.dtype_name)) {
-      if (t.dtype != DType::Unknown) t.dtype_name = dtype_name(t.dtype);
-      else move_out(t.dtype_name);
-    }
+    if (!inside(t.name)) continue;
+    std::memcpy(out, t.name.data(), t.name.size());
+    t.name = std::string_view(out, t.name.size());
+    out += t.name.size();
   }
 }
 

@@ -29,7 +29,7 @@ st::Header parse(const std::string& json, uint64_t data_bytes) {
 std::string describe(const st::Header& h) {
   std::string s = "parsed=" + std::to_string(h.parsed) + "\n";
   for (const auto& t : h.tensors) {
-    s += std::string(t.name) + " " + std::string(t.dtype_name) + " " + std::to_string(static_cast<int>(t.dtype)) + " [";
+    s += std::string(t.name) + " " + std::string(st::dtype_name(t.dtype)) + " " + std::to_string(static_cast<int>(t.dtype)) + " [";
     for (auto d : t.shape) s += std::to_string(d) + ",";
     s += "] " + std::to_string(t.begin) + ".." + std::to_string(t.end);
     s += t.name_hash == hash_name(t.name) ? " hash-ok\n" : " HASH-WRONG\n";
@@ -109,7 +109,7 @@ TEST(header_fast_path, names_outlive_copies_of_the_header) {
   }
   ASSERT_EQ(copy.tensors.size(), 3u);
   EXPECT_EQ(copy.tensors[0].name, "b.weight");
-  EXPECT_EQ(copy.tensors[2].dtype_name, "F4");
+  EXPECT_EQ(copy.tensors[2].dtype, st::DType::F4);
 }
 
 }  // namespace
