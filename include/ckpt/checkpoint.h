@@ -94,8 +94,9 @@ struct ShardIndex {
   JsonFile json;                                  // the raw document
   std::string schema_error;                       // non-empty when weight_map is unusable
   std::optional<uint64_t> total_size;             // metadata.total_size
-  // tensor -> shard, in file order. Views into the index text (or unescaped copies) that
-  // `storage` keeps alive: no allocation per entry for 100k-entry indexes.
+  // tensor -> shard, in file order. Views into copies of the names packed in blocks (or into
+  // the whole text and unescaped copies, on the general path) that `storage` keeps alive: no
+  // allocation per entry for 100k-entry indexes.
   std::vector<std::pair<std::string_view, std::string_view>> weight_map;
   std::vector<uint64_t> name_hashes;  // hash_name() of each weight_map name, same order
   // The distinct shard names of weight_map in first-mention order, and for each entry the
@@ -103,6 +104,7 @@ struct ShardIndex {
   std::vector<std::string_view> files;
   std::vector<uint32_t> file_of;
   std::shared_ptr<const void> storage;
+  bool general_path = false;  // read whole by simdjson: the one-pass reader declined the spelling
 };
 
 // Where a tensor lives: shard index into Checkpoint::shards and entry index into its header.

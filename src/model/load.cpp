@@ -60,29 +60,62 @@ void parse_json_file(const fs::path& abs, const std::string& rel, JsonFile& out)
 // building a json::Value (only the small metadata object is kept as a value).
 // What a ShardIndex's weight_map views: the file's text and unescaped copies.
 struct IndexStorage {
-  // The file's bytes, left uninitialised before the read: zero-filling a 9 MB index first
-  // (std::string::resize) costs a full extra pass over memory the read overwrites anyway.
+  // The general path: the file's bytes, left uninitialised before the read (zero-filling a
+  // 9 MB index first costs a full extra pass over memory the read overwrites anyway).
   std::unique_ptr<char[]> bytes;
   std::string_view text;
   std::deque<std::string> owned;  // deque: elements never move, so views into them stay valid
   std::string_view keep(std::string_view s) { return owned.emplace_back(s); }
+
+  // The fast path: names and shard file names copied out of the read buffer, packed in blocks.
+  std::vector<std::unique_ptr<char[]>> blocks;
+  char* block_at = nullptr;
+  size_t block_left = 0;
+  std::string_view pack(std::string_view s) {
+    if (s.size() > block_left) {
+      const size_t size = std::max<size_t>(s.size(), kBlockBytes);
+      blocks.emplace_back(new char[size]);
+      block_at = blocks.back().get();
+      block_left = size;
+    }
+    std::memcpy(block_at, s.data(), s.size());
+    std::string_view kept(block_at, s.size());
+    block_at += s.size();
+    block_left -= s.size();
+    return kept;
+  }
+  static constexpr size_t kBlockBytes = 512u << 10;
 };
 
-// One pass over a regular index: strings in weight_map without escapes (views into the text, no
-// copies), other values skipped with full JSON validation. Returns false on anything it does
-// not handle (escapes in weight_map, a repeated top-level key, invalid JSON, nesting deeper
-// than 64); the caller then takes the general simdjson path, which also locates errors.
+// One pass over a regular index, read through a small buffer reused chunk by chunk: strings in
+// weight_map without escapes (names packed into the storage, shard file names interned as
+// they come), other values skipped with full JSON validation. Only the names stay in memory,
+// about half of the file's bytes: memory touched for the first time is the largest cost of
+// verifying a 160-shard checkpoint on a VM (bench/README.md, "Verify").
+// Returns false on anything it does not handle (escapes in weight_map, a repeated top-level
+// key, invalid JSON or UTF-8, nesting deeper than 64, one entry or top-level value longer than
+// the buffer); the caller then reads the whole file and takes the general simdjson path, which
+// also locates errors.
 class FastIndexScanner : io::JsonCursor {
  public:
-  FastIndexScanner(std::string_view text, ShardIndex& idx) : JsonCursor(text.data(), text.data() + text.size()), idx_(idx) {}
+  FastIndexScanner(const io::ReadOnlyFile& file, ShardIndex& idx, IndexStorage& storage)
+      : JsonCursor(nullptr, nullptr), file_(file), idx_(idx), storage_(storage), buf_(new char[kBuffer]) {
+    p_ = end_ = pending_end_ = buf_.get();
+  }
+  const std::string& read_error() const { return read_error_; }
 
   bool run() {
+    idx_.weight_map.reserve(static_cast<size_t>(file_.size() / 80 + 1));
+    idx_.name_hashes.reserve(idx_.weight_map.capacity());
+    idx_.file_of.reserve(idx_.weight_map.capacity());
+    if (!refill()) return false;
     ws();
     if (!eat('{')) return false;
     ws();
     bool saw_meta = false, saw_wm = false;
     if (!eat('}')) {
       for (;;) {
+        if (!refill()) return false;
         std::string_view key;
         if (!plain_string(key)) return false;
         ws();
@@ -91,15 +124,19 @@ class FastIndexScanner : io::JsonCursor {
         if (key == "weight_map") {
           if (saw_wm || !weight_map()) return false;
           saw_wm = true;
-        } else if (key == "metadata") {
-          if (saw_meta) return false;
-          saw_meta = true;
-          metadata_begin_ = p_;
+        } else {
+          const bool is_metadata = key == "metadata";  // `key` views the buffer refill() moves
+          // A top-level value other than weight_map is scanned whole from the buffer.
+          if (!refill()) return false;
+          const char* begin = p_;
           if (!skip_value(0)) return false;
-          metadata_end_ = p_;
-        } else if (!skip_value(0)) {
-          return false;
+          if (is_metadata) {
+            if (saw_meta) return false;
+            saw_meta = true;
+            metadata_.assign(begin, p_);
+          }
         }
+        if (!refill()) return false;
         ws();
         if (eat(',')) {
           ws();
@@ -109,19 +146,22 @@ class FastIndexScanner : io::JsonCursor {
         break;
       }
     }
-    ws();
-    if (p_ != end_) return false;
+    for (;;) {  // only whitespace may follow, however much of it
+      ws();
+      if (p_ != end_) return false;
+      if (drained()) break;
+      if (!refill()) return false;
+    }
     if (!saw_wm) {
       idx_.weight_map.clear();
       idx_.name_hashes.clear();
+      idx_.file_of.clear();
+      idx_.files.clear();
       idx_.schema_error = "the index has no \"weight_map\"";
     }
     return true;
   }
-  std::string_view metadata() const {
-    return metadata_begin_ ? std::string_view(metadata_begin_, static_cast<size_t>(metadata_end_ - metadata_begin_))
-                           : std::string_view();
-  }
+  const std::string& metadata() const { return metadata_; }
 
  private:
   static bool hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
@@ -217,18 +257,31 @@ class FastIndexScanner : io::JsonCursor {
     }
     ++p_;
     ws();
-    idx_.weight_map.reserve(static_cast<size_t>(end_ - p_) / 80 + 1);
-    idx_.name_hashes.reserve(idx_.weight_map.capacity());
     if (eat('}')) return true;
+    std::unordered_map<std::string_view, uint32_t> file_ids;  // views into the packed names
+    std::string_view prev_file;  // entries come grouped by shard: most compare equal to the last
+    uint32_t prev_id = 0;
     for (;;) {
+      if (end_ - p_ < static_cast<ptrdiff_t>(kMargin) && !refill()) return false;
       std::string_view k, v;
       if (!plain_string(k)) return false;
       ws();
       if (!eat(':')) return false;
       ws();
       if (!plain_string(v)) return false;
-      idx_.weight_map.emplace_back(k, v);
+      if (idx_.file_of.empty() || v != prev_file) {
+        auto it = file_ids.find(v);
+        if (it == file_ids.end()) {
+          std::string_view kept = storage_.pack(v);
+          it = file_ids.emplace(kept, static_cast<uint32_t>(idx_.files.size())).first;
+          idx_.files.push_back(kept);
+        }
+        prev_id = it->second;
+        prev_file = idx_.files[prev_id];
+      }
+      idx_.weight_map.emplace_back(storage_.pack(k), prev_file);
       idx_.name_hashes.push_back(hash_name(k));  // while the name is in cache
+      idx_.file_of.push_back(prev_id);
       ws();
       if (eat(',')) {
         ws();
@@ -238,9 +291,43 @@ class FastIndexScanner : io::JsonCursor {
     }
   }
 
+  bool drained() const { return eof_ && end_ == pending_end_; }
+  // Moves the unread bytes to the front of the buffer and reads more after them. Until the
+  // file's end, end_ stops after the last byte below 0x80, so the scanner never sees a UTF-8
+  // sequence the read cut in two; every byte before end_ has been validated.
+  bool refill() {
+    if (drained()) return true;
+    const size_t carried = static_cast<size_t>(pending_end_ - p_);
+    const size_t checked = static_cast<size_t>(end_ - p_);
+    std::memmove(buf_.get(), p_, carried);
+    p_ = buf_.get();
+    const uint64_t want = std::min<uint64_t>(kBuffer - carried, file_.size() - read_to_);
+    if (want == 0 && !eof_ && read_to_ < file_.size()) return false;  // an entry longer than the buffer
+    const int64_t got = want ? file_.read_at(read_to_, buf_.get() + carried, want, &read_error_) : 0;
+    if (got < 0) return false;
+    read_to_ += static_cast<uint64_t>(got);
+    eof_ = read_to_ >= file_.size() || static_cast<uint64_t>(got) < want;  // short: the file shrank
+    pending_end_ = buf_.get() + carried + got;
+    const char* valid_end = pending_end_;
+    if (!eof_)
+      while (valid_end > p_ + checked && static_cast<unsigned char>(valid_end[-1]) >= 0x80) --valid_end;
+    const char* from = p_ + checked;
+    if (!simdjson::validate_utf8(from, static_cast<size_t>(valid_end - from))) return false;
+    end_ = valid_end;
+    return true;
+  }
+
+  static constexpr size_t kBuffer = 256u << 10;
+  static constexpr size_t kMargin = 64u << 10;  // the longest entry read without a refill check
+  const io::ReadOnlyFile& file_;
   ShardIndex& idx_;
-  const char* metadata_begin_ = nullptr;
-  const char* metadata_end_ = nullptr;
+  IndexStorage& storage_;
+  std::unique_ptr<char[]> buf_;
+  const char* pending_end_ = nullptr;  // the end of the bytes read (end_ may stop short of it)
+  uint64_t read_to_ = 0;               // file offset of the byte after those read
+  bool eof_ = false;
+  std::string read_error_;
+  std::string metadata_;
 };
 
 // total_size as the general path reads it: a non-negative integer, or an integral double.
@@ -281,26 +368,18 @@ void intern_shard_names(ShardIndex& idx) {
 void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
   idx.json.file = rel;
   idx.json.present = true;
-  auto storage = std::make_shared<IndexStorage>();
-  {
-    io::ReadOnlyFile f;
-    std::string e = f.open(abs);
-    if (e.empty() && f.size() > limits::kMaxSideJsonBytes)
-      e = "file is " + std::to_string(f.size()) + " bytes, above the " + std::to_string(limits::kMaxSideJsonBytes) +
-          "-byte limit for this kind of file";
-    if (e.empty()) {
-      storage->bytes.reset(new char[f.size() + 1]);
-      int64_t got = f.read_at(0, storage->bytes.get(), f.size(), &e);
-      if (got >= 0) storage->text = std::string_view(storage->bytes.get(), static_cast<size_t>(got));
-    }
-    if (!e.empty()) {
-      idx.json.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
-      return;
-    }
+  io::ReadOnlyFile f;
+  std::string e = f.open(abs);
+  if (e.empty() && f.size() > limits::kMaxSideJsonBytes)
+    e = "file is " + std::to_string(f.size()) + " bytes, above the " + std::to_string(limits::kMaxSideJsonBytes) +
+        "-byte limit for this kind of file";
+  if (!e.empty()) {
+    idx.json.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
+    return;
   }
-  const std::string_view text = storage->text;
-  if (simdjson::validate_utf8(text.data(), text.size())) {
-    FastIndexScanner fast(text, idx);
+  {
+    auto packed = std::make_shared<IndexStorage>();
+    FastIndexScanner fast(f, idx, *packed);
     if (fast.run()) {
       if (!fast.metadata().empty()) {
         auto r = json::parse(fast.metadata(), limits::kMaxJsonDepth);
@@ -309,14 +388,30 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
         simdjson::dom::element meta;
         if (small.parse(simdjson::padded_string(fast.metadata())).get(meta) == simdjson::SUCCESS) read_total_size(meta, idx);
       }
-      intern_shard_names(idx);
-      idx.storage = std::move(storage);
+      idx.storage = std::move(packed);
+      return;
+    }
+    if (!fast.read_error().empty()) {
+      idx.json.error = json::ParseError{"cannot read: " + fast.read_error(), 0, 0, 0};
       return;
     }
     idx.weight_map.clear();
     idx.name_hashes.clear();
+    idx.files.clear();
+    idx.file_of.clear();
     idx.schema_error.clear();
   }
+  // The general path: the whole file, parsed by simdjson (which also locates errors).
+  idx.general_path = true;
+  auto storage = std::make_shared<IndexStorage>();
+  storage->bytes.reset(new char[f.size() + 1]);
+  int64_t got = f.read_at(0, storage->bytes.get(), f.size(), &e);
+  if (got < 0) {
+    idx.json.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
+    return;
+  }
+  storage->text = std::string_view(storage->bytes.get(), static_cast<size_t>(got));
+  const std::string_view text = storage->text;
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
   simdjson::dom::element root;

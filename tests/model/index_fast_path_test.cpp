@@ -1,5 +1,6 @@
-// The index reader scans regular indexes in one pass (views into the file's text) and takes the
-// simdjson path for anything else. Same logical index, both spellings: identical results.
+// The index reader scans regular indexes in one pass, reading through a 256 KiB buffer chunk by
+// chunk, and takes the simdjson path (whole file) for anything else. Same logical index, both
+// spellings: identical results.
 #include <gtest/gtest.h>
 
 #include "ckpt/checkpoint.h"
@@ -9,7 +10,7 @@
 namespace ckpt::test {
 namespace {
 
-std::string describe_index(const std::string& index_json) {
+std::string describe_index(const std::string& index_json, std::string* path = nullptr) {
   TempDir dir;
   std::vector<st::TensorToWrite> a{{"x.w", st::DType::F32, {2}, {}}, {"y\"q", st::DType::F32, {1}, {}}};
   std::vector<st::TensorToWrite> b{{"z.w", st::DType::U8, {3}, {}}};
@@ -23,6 +24,7 @@ std::string describe_index(const std::string& index_json) {
   std::string s;
   const ShardIndex& idx = *ck.index;
   s += "error=" + std::string(idx.json.error ? idx.json.error->message : "") + " schema=" + idx.schema_error + "\n";
+  if (path) *path = idx.general_path ? "general" : "one-pass";
   s += "total=" + (idx.total_size ? std::to_string(*idx.total_size) : std::string("none")) + "\n";
   for (size_t k = 0; k < idx.weight_map.size(); ++k) {
     const auto& [n, f] = idx.weight_map[k];
@@ -75,6 +77,70 @@ TEST(index_fast_path, escaped_names_duplicates_and_errors) {
   std::string broken = describe_index(R"({"weight_map":{"x.w":"model-00001-of-00002.safetensors",}})");
   EXPECT_EQ(broken.find("error= "), std::string::npos) << broken;
   EXPECT_EQ(broken.find("error=\n"), std::string::npos) << broken;
+}
+
+// A large index (several buffer refills): names with 2-, 3- and 4-byte UTF-8 characters,
+// pretty-printed, metadata after weight_map. `escape_one` spells one name's 'w' as \u0077,
+// which sends the same logical index down the general path.
+std::string big_index(size_t entries, size_t pad, bool escape_one, const std::string& tail = "\n") {
+  std::string s = "{\n  \"pad\": \"" + std::string(pad, 'p') + "\",\n  \"weight_map\": {\n";
+  for (size_t i = 0; i < entries; ++i) {
+    std::string name = "model.layers." + std::to_string(i) + ".caf\xC3\xA9.\xE6\x97\xA5\xE6\x9C\xAC.\xF0\x9F\x98\x80.mlp.experts." +
+                       std::to_string(i * 7 % 101) + ".down_proj.weight";
+    if (i == entries / 2 && escape_one) name += "_\\u0077";
+    else if (i == entries / 2) name += "_w";
+    s += "    \"" + name + "\": \"model-0000" + std::to_string(1 + i % 2) + "-of-00002.safetensors\"";
+    s += i + 1 < entries ? ",\n" : "\n";
+  }
+  s += "  },\n  \"metadata\": {\"total_size\": 15}\n}" + tail;
+  return s;
+}
+
+constexpr size_t kFirstRead = 256u << 10;  // the reader's buffer: its first read ends here
+
+TEST(index_fast_path, chunked_reading_agrees_with_the_general_path) {
+  // Pads chosen so the first read ends inside a multi-byte character, and so it does not.
+  int straddles = 0;
+  for (size_t pad = 0; pad < 6; ++pad) {
+    const std::string text = big_index(6000, pad, false);
+    ASSERT_GT(text.size(), 2 * kFirstRead);
+    if ((static_cast<unsigned char>(text[kFirstRead]) & 0xC0) == 0x80) ++straddles;
+    std::string path_fast, path_general;
+    const std::string fast = describe_index(text, &path_fast);
+    EXPECT_EQ(path_fast, "one-pass") << "pad " << pad;
+    EXPECT_NE(fast.find("total=15"), std::string::npos) << fast.substr(0, 300);
+    EXPECT_EQ(fast.find("error= schema=\n"), 0u) << fast.substr(0, 300);
+    EXPECT_NE(fast.find("model.layers.5999.caf\xC3\xA9."), std::string::npos);
+    EXPECT_EQ(fast, describe_index(big_index(6000, pad, true), &path_general));
+    EXPECT_EQ(path_general, "general");
+  }
+  EXPECT_GT(straddles, 0) << "no pad put the first read's end inside a UTF-8 sequence";
+}
+
+TEST(index_fast_path, long_entries_long_tails_and_bad_bytes_past_the_first_read) {
+  // One name longer than the whole buffer: the general path reads it.
+  std::string path;
+  std::string long_name = big_index(10, 0, false);
+  long_name.insert(long_name.find("model.layers.3."), std::string(300u << 10, 'n'));
+  const std::string got = describe_index(long_name, &path);
+  EXPECT_EQ(path, "general");
+  EXPECT_NE(got.find(std::string(300u << 10, 'n')), std::string::npos);
+  EXPECT_NE(got.find("total=15"), std::string::npos);
+  // Whitespace after the closing brace spanning several reads is still only whitespace.
+  const std::string tail = describe_index(big_index(3000, 0, false, std::string(600u << 10, ' ')), &path);
+  EXPECT_EQ(path, "one-pass");
+  EXPECT_EQ(tail, describe_index(big_index(3000, 0, true, std::string(600u << 10, ' '))));
+  EXPECT_NE(tail.find("total=15"), std::string::npos);
+  // A byte that is never valid UTF-8, just past the first read: an error, located.
+  std::string bad = big_index(4000, 0, false);
+  const size_t at = bad.find(".down_proj", kFirstRead);
+  bad[at] = '\xFF';
+  const std::string bad_out = describe_index(bad);
+  EXPECT_NE(bad_out.find("UTF-8"), std::string::npos) << bad_out.substr(0, 300);
+  // Cut short in the second read: an error, not a partial map taken as whole.
+  const std::string cut = describe_index(big_index(4000, 0, false).substr(0, kFirstRead + 1000));
+  EXPECT_EQ(cut.find("error= "), std::string::npos) << cut.substr(0, 300);
+  EXPECT_EQ(cut.find("error=\n"), std::string::npos) << cut.substr(0, 300);
 }
 
 }  // namespace
