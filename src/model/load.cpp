@@ -508,31 +508,27 @@ struct Walker {
       std::string name = de.path().filename().string();
       std::string rel = prefix.empty() ? name : prefix + "/" + name;
       if (depth == 0 && name == ".git") continue;  // git's own objects are not the checkpoint
-      std::error_code sec;
-      auto status = de.symlink_status(sec);
-      if (sec) continue;
-      if (fs::is_directory(status)) {
+      // One lstat gives both the kind and the size (a 160-shard checkpoint: 160 stats fewer).
+      struct stat lst{};
+      if (::lstat(de.path().c_str(), &lst) != 0) continue;
+      if (S_ISDIR(lst.st_mode)) {
         if (depth + 1 < opts.max_walk_depth) walk(de.path(), rel, depth + 1);
         continue;
       }
       FileEntry fe;
       fe.rel = rel;
-      if (fs::is_symlink(status)) {
+      if (S_ISLNK(lst.st_mode)) {
         classify_symlink(de.path(), fe);
         if (!fe.dangling && !fe.escapes && fe.unreadable && fe.error == "link to a directory") continue;
-      } else if (fs::is_regular_file(status)) {
+      } else if (S_ISREG(lst.st_mode)) {
         fe.abs = de.path();
-        fe.size = de.file_size(sec);
-        if (sec) {
-          fe.unreadable = true;
-          fe.error = sec.message();
-        }
+        fe.size = static_cast<uint64_t>(lst.st_size);
       } else {
         // Sockets, FIFOs, devices: never opened, but recorded so a FIFO named
         // model.safetensors is reported (FS010) instead of silently skipped.
         fe.unreadable = true;
-        fe.error = fs::is_fifo(status) ? "a FIFO, not a regular file"
-                   : fs::is_socket(status) ? "a socket, not a regular file"
+        fe.error = S_ISFIFO(lst.st_mode)   ? "a FIFO, not a regular file"
+                   : S_ISSOCK(lst.st_mode) ? "a socket, not a regular file"
                                            : "a device or special file, not a regular file";
       }
       if (fe.readable() && fe.size <= limits::kLfsPointerMaxBytes && fe.size > 0) {
