@@ -83,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!r.checkpoint || r.error) std::abort();  // the directory exists: it always loads
   const Checkpoint& ck = *r.checkpoint;
   if (!ck.index) std::abort();
-  if (ck.index->json.error && !ck.index->weight_map.empty()) std::abort();
+  if (ck.index->json.error && !ck.index->empty()) std::abort();
 
   // Every weight the map resolves is a tensor of the shard it points at.
   for (const auto& [name, w] : ck.weights()) {

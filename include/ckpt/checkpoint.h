@@ -94,17 +94,28 @@ struct ShardIndex {
   JsonFile json;                                  // the raw document
   std::string schema_error;                       // non-empty when weight_map is unusable
   std::optional<uint64_t> total_size;             // metadata.total_size
-  // tensor -> shard, in file order. Views into copies of the names packed in blocks (or into
-  // the whole text and unescaped copies, on the general path) that `storage` keeps alive: no
-  // allocation per entry for 100k-entry indexes.
-  std::vector<std::pair<std::string_view, std::string_view>> weight_map;
-  std::vector<uint64_t> name_hashes;  // hash_name() of each weight_map name, same order
-  // The distinct shard names of weight_map in first-mention order, and for each entry the
-  // position of its shard name there: later stages compare integers, not 100k strings.
-  std::vector<std::string_view> files;
+  // weight_map, in file order: entry k maps tensor names[k] to shard files[file_of[k]].
+  // names are views into copies packed in blocks (or into the whole text and unescaped
+  // copies, on the general path) that `storage` keeps alive: no allocation per entry for
+  // 100k-entry indexes. Shard file names are stored once each, as `files` in first-mention
+  // order, so later stages compare integers, not 100k strings.
+  std::vector<std::string_view> names;
+  std::vector<uint64_t> name_hashes;  // hash_name() of each name, same order
   std::vector<uint32_t> file_of;
+  std::vector<std::string_view> files;
   std::shared_ptr<const void> storage;
   bool general_path = false;  // read whole by simdjson: the one-pass reader declined the spelling
+
+  size_t size() const { return names.size(); }
+  bool empty() const { return names.empty(); }
+  // Entry k as (tensor name, shard file).
+  std::pair<std::string_view, std::string_view> entry(size_t k) const { return {names[k], files[file_of[k]]}; }
+  void clear_entries() {
+    names.clear();
+    name_hashes.clear();
+    file_of.clear();
+    files.clear();
+  }
 };
 
 // Where a tensor lives: shard index into Checkpoint::shards and entry index into its header.

@@ -164,8 +164,8 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   // Shards the index names, in first-mention order, with their tensor counts.
   std::vector<std::string> named;
   std::vector<char> unsafe_reported(idx.files.size(), 0);
-  for (size_t k = 0; k < idx.weight_map.size(); ++k) {
-    const auto& [tensor, file] = idx.weight_map[k];
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const auto [tensor, file] = idx.entry(k);
     Target& tg = target(k);
     if (!tg.safe) {
       if (!unsafe_reported[idx.file_of[k]]++)
@@ -237,9 +237,9 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   std::vector<std::vector<char>> listed(ck.shards.size());
   for (size_t i = 0; i < ck.shards.size(); ++i) listed[i].assign(ck.shards[i].header.tensors.size(), 0);
   const auto& positions = ck.index_positions();
-  const bool resolved = positions.size() == idx.weight_map.size();
-  for (size_t k = 0; k < idx.weight_map.size(); ++k) {
-    const auto& [tensor, file] = idx.weight_map[k];
+  const bool resolved = positions.size() == idx.size();
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const auto [tensor, file] = idx.entry(k);
     auto it = !resolved ? ck.tensors_by_name.find(tensor)
               : positions[k] == NameIndex::npos ? ck.tensors_by_name.end()
                                                 : ck.tensors_by_name.begin() + positions[k];

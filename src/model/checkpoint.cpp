@@ -121,20 +121,19 @@ void Checkpoint::finalize() {
   weights_.by_name_ = NameIndex();
   weights_.index_once_ = std::make_unique<std::once_flag>();
   index_positions_.clear();
-  if (index && index->schema_error.empty() && !index->weight_map.empty()) {
-    items.reserve(index->weight_map.size());
-    index_positions_.reserve(index->weight_map.size());
-    const bool hashed = index->name_hashes.size() == index->weight_map.size();
-    const bool interned = index->file_of.size() == index->weight_map.size();
+  if (index && index->schema_error.empty() && !index->empty()) {
+    items.reserve(index->size());
+    index_positions_.reserve(index->size());
+    const bool hashed = index->name_hashes.size() == index->size();
     // The shard each distinct index file name denotes (npos: not a parsed shard).
     std::vector<uint32_t> shard_of_file(index->files.size(), NameIndex::npos);
     for (size_t f = 0; f < index->files.size(); ++f)
       if (auto it = shard_by_file_.find(index->files[f]); it != shard_by_file_.end()) shard_of_file[f] = it->second;
-    const size_t n_entries = index->weight_map.size();
+    const size_t n_entries = index->size();
     for (size_t k = 0; k < n_entries; ++k) {
       if (hashed && k + 2 * kAhead < n_entries) tensors_by_name.prefetch_bucket(index->name_hashes[k + 2 * kAhead]);
       if (hashed && k + kAhead < n_entries) tensors_by_name.prefetch_entry(index->name_hashes[k + kAhead]);
-      const auto& [name, file] = index->weight_map[k];
+      const std::string_view name = index->names[k];
       auto it = tensors_by_name.find(name, hashed ? index->name_hashes[k] : hash_name(name));
       index_positions_.push_back(it == tensors_by_name.end() ? NameIndex::npos
                                                              : static_cast<uint32_t>(it - tensors_by_name.begin()));
@@ -145,9 +144,7 @@ void Checkpoint::finalize() {
         continue;
       }
       locs.claimed = true;
-      uint32_t mapped = NameIndex::npos;  // the shard the index names for this tensor
-      if (interned) mapped = shard_of_file[index->file_of[k]];
-      else if (auto sf = shard_by_file_.find(file); sf != shard_by_file_.end()) mapped = sf->second;
+      const uint32_t mapped = shard_of_file[index->file_of[k]];  // the shard the index names (or npos)
       const TensorLoc* chosen = &locs.front();
       for (const auto& loc : locs)
         if (loc.shard == mapped) chosen = &loc;

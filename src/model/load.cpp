@@ -105,9 +105,6 @@ class FastIndexScanner : io::JsonCursor {
   const std::string& read_error() const { return read_error_; }
 
   bool run() {
-    idx_.weight_map.reserve(static_cast<size_t>(file_.size() / 80 + 1));
-    idx_.name_hashes.reserve(idx_.weight_map.capacity());
-    idx_.file_of.reserve(idx_.weight_map.capacity());
     if (!refill()) return false;
     ws();
     if (!eat('{')) return false;
@@ -153,10 +150,7 @@ class FastIndexScanner : io::JsonCursor {
       if (!refill()) return false;
     }
     if (!saw_wm) {
-      idx_.weight_map.clear();
-      idx_.name_hashes.clear();
-      idx_.file_of.clear();
-      idx_.files.clear();
+      idx_.clear_entries();
       idx_.schema_error = "the index has no \"weight_map\"";
     }
     return true;
@@ -258,6 +252,10 @@ class FastIndexScanner : io::JsonCursor {
     ++p_;
     ws();
     if (eat('}')) return true;
+    map_begin_ = file_offset(p_);
+    idx_.names.reserve(kSampleEntries);
+    idx_.name_hashes.reserve(kSampleEntries);
+    idx_.file_of.reserve(kSampleEntries);
     std::unordered_map<std::string_view, uint32_t> file_ids;  // views into the packed names
     std::string_view prev_file;  // entries come grouped by shard: most compare equal to the last
     uint32_t prev_id = 0;
@@ -279,9 +277,10 @@ class FastIndexScanner : io::JsonCursor {
         prev_id = it->second;
         prev_file = idx_.files[prev_id];
       }
-      idx_.weight_map.emplace_back(storage_.pack(k), prev_file);
+      idx_.names.push_back(storage_.pack(k));
       idx_.name_hashes.push_back(hash_name(k));  // while the name is in cache
       idx_.file_of.push_back(prev_id);
+      if (idx_.names.size() == kSampleEntries) reserve_from_density();
       ws();
       if (eat(',')) {
         ws();
@@ -291,6 +290,19 @@ class FastIndexScanner : io::JsonCursor {
     }
   }
 
+  // The entry vectors are sized once kSampleEntries entries have shown the bytes per entry,
+  // 1/16 over: an estimate from the file size alone left a fifth of them unused.
+  uint64_t file_offset(const char* p) const { return read_to_ - static_cast<uint64_t>(pending_end_ - p); }
+  void reserve_from_density() {
+    const uint64_t used = file_offset(p_) - map_begin_;
+    if (used == 0) return;
+    const uint64_t per = std::max<uint64_t>(1, used / kSampleEntries);
+    const uint64_t n = (file_.size() - map_begin_) / per;
+    const size_t want = static_cast<size_t>(n + n / 16 + 16);
+    idx_.names.reserve(want);
+    idx_.name_hashes.reserve(want);
+    idx_.file_of.reserve(want);
+  }
   bool drained() const { return eof_ && end_ == pending_end_; }
   // Moves the unread bytes to the front of the buffer and reads more after them. Until the
   // file's end, end_ stops after the last byte below 0x80, so the scanner never sees a UTF-8
@@ -318,6 +330,8 @@ class FastIndexScanner : io::JsonCursor {
   }
 
   static constexpr size_t kBuffer = 256u << 10;
+  static constexpr size_t kSampleEntries = 256;
+  uint64_t map_begin_ = 0;  // file offset of weight_map's first entry
   static constexpr size_t kMargin = 64u << 10;  // the longest entry read without a refill check
   const io::ReadOnlyFile& file_;
   ShardIndex& idx_;
@@ -344,26 +358,29 @@ void read_total_size(simdjson::dom::element meta, ShardIndex& idx) {
     idx.total_size = static_cast<uint64_t>(d);
 }
 
-// Fills idx.files / idx.file_of. Entries come grouped by shard, so comparing with the previous
-// entry's name settles almost every one without hashing.
-void intern_shard_names(ShardIndex& idx) {
-  idx.files.clear();
-  idx.file_of.clear();
-  idx.file_of.reserve(idx.weight_map.size());
-  std::unordered_map<std::string_view, uint32_t> ids;
-  std::string_view prev;
-  uint32_t prev_id = 0;
-  for (const auto& entry : idx.weight_map) {
-    std::string_view file = entry.second;
-    if (idx.file_of.empty() || file != prev) {
-      auto [it, fresh] = ids.try_emplace(file, static_cast<uint32_t>(idx.files.size()));
-      if (fresh) idx.files.push_back(file);
-      prev = file;
-      prev_id = it->second;
+// The general path's entries: names kept, shard file names interned into idx.files /
+// idx.file_of. Entries come grouped by shard, so comparing with the previous entry's file
+// settles almost every one without hashing.
+class EntryInterner {
+ public:
+  explicit EntryInterner(ShardIndex& idx) : idx_(idx) {}
+  void add(std::string_view name, std::string_view file) {
+    if (idx_.file_of.empty() || file != prev_) {
+      auto [it, fresh] = ids_.try_emplace(file, static_cast<uint32_t>(idx_.files.size()));
+      if (fresh) idx_.files.push_back(file);
+      prev_ = file;
+      prev_id_ = it->second;
     }
-    idx.file_of.push_back(prev_id);
+    idx_.names.push_back(name);
+    idx_.file_of.push_back(prev_id_);
   }
-}
+
+ private:
+  ShardIndex& idx_;
+  std::unordered_map<std::string_view, uint32_t> ids_;
+  std::string_view prev_;
+  uint32_t prev_id_ = 0;
+};
 
 void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
   idx.json.file = rel;
@@ -395,10 +412,7 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
       idx.json.error = json::ParseError{"cannot read: " + fast.read_error(), 0, 0, 0};
       return;
     }
-    idx.weight_map.clear();
-    idx.name_hashes.clear();
-    idx.files.clear();
-    idx.file_of.clear();
+    idx.clear_entries();
     idx.schema_error.clear();
   }
   // The general path: the whole file, parsed by simdjson (which also locates errors).
@@ -441,18 +455,19 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
     idx.schema_error = "\"weight_map\" is not an object of tensor name -> shard file";
     return;
   }
-  idx.weight_map.reserve(wm.size());
+  idx.names.reserve(wm.size());
+  idx.file_of.reserve(wm.size());
+  EntryInterner interner(idx);
   // Duplicate names are found by Checkpoint::finalize() (it looks every name up anyway).
   for (auto field : wm) {
     std::string_view file;
     if (field.value.get_string().get(file) != simdjson::SUCCESS) {
       idx.schema_error = "weight_map[\"" + std::string(field.key) + "\"] is not a string";
-      idx.weight_map.clear();
+      idx.clear_entries();
       return;
     }
-    idx.weight_map.emplace_back(storage->keep(field.key), storage->keep(file));
+    interner.add(storage->keep(field.key), storage->keep(file));
   }
-  intern_shard_names(idx);
   idx.storage = std::move(storage);
 }
 
@@ -783,7 +798,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   if (ck.index) {
     std::set<std::string> parsed;
     for (const auto& sh : ck.shards) parsed.insert(sh.file);
-    for (const auto& [name, file] : ck.index->weight_map) {
+    for (std::string_view file : ck.index->files) {  // distinct shard names, first-mention order
       if (file.find('/') == std::string::npos || !is_safe_relative_path(file)) continue;
       const FileEntry* f = ck.file(file);
       if (!f || !f->readable() || !parsed.emplace(file).second) continue;

@@ -368,7 +368,7 @@ TEST(ix_corpus, traversal_cases_are_IX008_and_never_opened) {
     write_st(d / "model.safetensors", {{"local"}});
     Checkpoint ck = load_ok(d);
     ASSERT_TRUE(ck.index);
-    ASSERT_EQ(ck.index->weight_map.size(), 1u);
+    ASSERT_EQ(ck.index->size(), 1u);
     EXPECT_EQ(ck.tensors_by_name.count("planted.outside"), 0u);
     EXPECT_EQ(ck.tensors_by_name.count("w"), 0u);
     for (const auto& sh : ck.shards) EXPECT_EQ(sh.file, "model.safetensors");
@@ -376,7 +376,7 @@ TEST(ix_corpus, traversal_cases_are_IX008_and_never_opened) {
     auto all = run_checks(ck);
     const Finding* f = find(all, "IX008", kIdx, "w");
     ASSERT_NE(f, nullptr) << dump(all);
-    EXPECT_TRUE(contains(f->message, std::string(ck.index->weight_map[0].second))) << f->message;
+    EXPECT_TRUE(contains(f->message, std::string(ck.index->entry(0).second))) << f->message;
   }
 }
 

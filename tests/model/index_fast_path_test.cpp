@@ -26,8 +26,8 @@ std::string describe_index(const std::string& index_json, std::string* path = nu
   s += "error=" + std::string(idx.json.error ? idx.json.error->message : "") + " schema=" + idx.schema_error + "\n";
   if (path) *path = idx.general_path ? "general" : "one-pass";
   s += "total=" + (idx.total_size ? std::to_string(*idx.total_size) : std::string("none")) + "\n";
-  for (size_t k = 0; k < idx.weight_map.size(); ++k) {
-    const auto& [n, f] = idx.weight_map[k];
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const auto [n, f] = idx.entry(k);
     s += std::string(n) + " -> " + std::string(f);
     if (k < ck.index_positions().size())
       s += ck.index_positions()[k] == NameIndex::npos ? " (absent)" : " (found)";
