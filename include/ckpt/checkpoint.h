@@ -241,13 +241,42 @@ class Checkpoint {
     const Shard* shard;
   };
   // In index order (shard order without an index); iterate as pairs (name, WeightTensor),
-  // look up with find/at/count.
+  // look up with find/at/count. Stores only the WeightTensor (the name is its entry's): 16
+  // bytes per tensor, so iterators yield the pairs by value.
   class WeightMap {
    public:
     using value_type = std::pair<std::string_view, WeightTensor>;
-    using const_iterator = std::vector<value_type>::const_iterator;
-    const_iterator begin() const { return items_.begin(); }
-    const_iterator end() const { return items_.end(); }
+    class const_iterator {
+     public:
+      using iterator_category = std::forward_iterator_tag;
+      using value_type = WeightMap::value_type;
+      using difference_type = std::ptrdiff_t;
+      using pointer = void;
+      using reference = value_type;
+      struct Arrow {
+        value_type v;
+        const value_type* operator->() const { return &v; }
+      };
+      const_iterator() = default;
+      explicit const_iterator(const WeightTensor* p) : p_(p) {}
+      value_type operator*() const { return {p_->entry->name, *p_}; }
+      Arrow operator->() const { return Arrow{**this}; }
+      const_iterator& operator++() {
+        ++p_;
+        return *this;
+      }
+      const_iterator operator++(int) {
+        const_iterator old = *this;
+        ++p_;
+        return old;
+      }
+      friend bool operator==(const_iterator a, const_iterator b) { return a.p_ == b.p_; }
+
+     private:
+      const WeightTensor* p_ = nullptr;
+    };
+    const_iterator begin() const { return const_iterator(items_.data()); }
+    const_iterator end() const { return const_iterator(items_.data() + items_.size()); }
     size_t size() const { return items_.size(); }
     bool empty() const { return items_.empty(); }
     const_iterator find(std::string_view name) const;
@@ -256,7 +285,8 @@ class Checkpoint {
 
    private:
     friend class Checkpoint;
-    std::vector<value_type> items_;
+    uint32_t position(std::string_view name) const;  // NameIndex::npos when absent
+    std::vector<WeightTensor> items_;
     // Built on the first lookup (most runs only iterate); check families run concurrently,
     // so the build happens under a once_flag (held by pointer: WeightMap must stay movable).
     mutable NameIndex by_name_;

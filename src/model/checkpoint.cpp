@@ -63,20 +63,25 @@ const Shard* Checkpoint::shard(std::string_view rel) const {
   return nullptr;
 }
 
-Checkpoint::WeightMap::const_iterator Checkpoint::WeightMap::find(std::string_view name) const {
-  auto name_at = [this](uint32_t i) { return items_[i].first; };
+uint32_t Checkpoint::WeightMap::position(std::string_view name) const {
+  auto name_at = [this](uint32_t i) { return items_[i].entry->name; };
   std::call_once(*index_once_, [&] {
     by_name_.reset(items_.size());
-    for (uint32_t i = 0; i < items_.size(); ++i) by_name_.insert(items_[i].first, hash_name(items_[i].first), i, name_at);
+    for (uint32_t i = 0; i < items_.size(); ++i)
+      by_name_.insert(items_[i].entry->name, items_[i].entry->name_hash, i, name_at);
   });
-  uint32_t i = by_name_.find(name, hash_name(name), name_at);
-  return i == NameIndex::npos ? items_.end() : items_.begin() + i;
+  return by_name_.find(name, hash_name(name), name_at);
+}
+
+Checkpoint::WeightMap::const_iterator Checkpoint::WeightMap::find(std::string_view name) const {
+  const uint32_t i = position(name);
+  return i == NameIndex::npos ? end() : const_iterator(items_.data() + i);
 }
 
 const Checkpoint::WeightTensor& Checkpoint::WeightMap::at(std::string_view name) const {
-  auto it = find(name);
-  if (it == items_.end()) throw std::out_of_range("no weight named " + std::string(name));
-  return it->second;
+  const uint32_t i = position(name);
+  if (i == NameIndex::npos) throw std::out_of_range("no weight named " + std::string(name));
+  return items_[i];
 }
 
 const st::TensorEntry* Checkpoint::weight(std::string_view name) const {
@@ -148,7 +153,7 @@ void Checkpoint::finalize() {
       const TensorLoc* chosen = &locs.front();
       for (const auto& loc : locs)
         if (loc.shard == mapped) chosen = &loc;
-      items.emplace_back(it->first, WeightTensor{&entry(*chosen), &shards[chosen->shard]});
+      items.push_back(WeightTensor{&entry(*chosen), &shards[chosen->shard]});
     }
   } else {
     items.reserve(tensors_by_name.size());
@@ -157,7 +162,7 @@ void Checkpoint::finalize() {
         const auto& t = shards[si].header.tensors[ei];
         const TensorLocs& locs = tensors_by_name.find(t.name, t.name_hash)->second;
         if (locs.front().shard != si || locs.front().entry != ei) continue;  // first copy wins
-        items.emplace_back(t.name, WeightTensor{&t, &shards[si]});
+        items.push_back(WeightTensor{&t, &shards[si]});
       }
   }
 }

@@ -1032,7 +1032,7 @@ std::optional<EmbeddingInfo> find_embedding(const Checkpoint& ck, std::string_vi
       "embedding.weight"};
   static const std::string_view skip[] = {"per_layer", "vision", "audio", "mtp", "visual", "position",
                                           "draft", "speech", "image"};
-  const Checkpoint::WeightTensor* best = nullptr;
+  std::optional<Checkpoint::WeightTensor> best;  // a copy: the map yields its pairs by value
   std::string best_name;
   int best_rank = 1 << 30;
   for (const auto& [name, wt] : ck.weights()) {
@@ -1066,7 +1066,7 @@ std::optional<EmbeddingInfo> find_embedding(const Checkpoint& ck, std::string_vi
     if (!wt.entry || wt.entry->shape.empty()) continue;
     if (rank < best_rank) {
       best_rank = rank;
-      best = &wt;
+      best = wt;
       best_name = name;
     }
   }
