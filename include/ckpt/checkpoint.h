@@ -314,6 +314,9 @@ struct LoadOptions {
   unsigned threads = 0;           // 0 = hardware concurrency
   uint32_t max_walk_entries = 100000;
   uint32_t max_walk_depth = 8;
+  // The index is read through a buffer of this many bytes (at least 64), chunk by chunk.
+  // Tests and the fuzz target use small ones to reach the chunk boundaries.
+  size_t index_buffer_bytes = 256u << 10;
 };
 
 struct LoadError {

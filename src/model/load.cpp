@@ -72,6 +72,7 @@ struct IndexStorage {
   char* block_at = nullptr;
   size_t block_left = 0;
   std::string_view pack(std::string_view s) {
+    if (s.empty()) return std::string_view("", 0);  // a view, never a null pointer (memcpy, hashing)
     if (s.size() > block_left) {
       const size_t size = std::max<size_t>(s.size(), kBlockBytes);
       blocks.emplace_back(new char[size]);
@@ -98,8 +99,14 @@ struct IndexStorage {
 // also locates errors.
 class FastIndexScanner : io::JsonCursor {
  public:
-  FastIndexScanner(const io::ReadOnlyFile& file, ShardIndex& idx, IndexStorage& storage)
-      : JsonCursor(nullptr, nullptr), file_(file), idx_(idx), storage_(storage), buf_(new char[kBuffer]) {
+  FastIndexScanner(const io::ReadOnlyFile& file, ShardIndex& idx, IndexStorage& storage, size_t buffer_bytes)
+      : JsonCursor(nullptr, nullptr),
+        buffer_size_(std::max<size_t>(64, buffer_bytes)),
+        margin_(buffer_size_ / 4),
+        file_(file),
+        idx_(idx),
+        storage_(storage),
+        buf_(new char[buffer_size_]) {
     p_ = end_ = pending_end_ = buf_.get();
   }
   const std::string& read_error() const { return read_error_; }
@@ -260,7 +267,7 @@ class FastIndexScanner : io::JsonCursor {
     std::string_view prev_file;  // entries come grouped by shard: most compare equal to the last
     uint32_t prev_id = 0;
     for (;;) {
-      if (end_ - p_ < static_cast<ptrdiff_t>(kMargin) && !refill()) return false;
+      if (end_ - p_ < static_cast<ptrdiff_t>(margin_) && !refill()) return false;
       std::string_view k, v;
       if (!plain_string(k)) return false;
       ws();
@@ -313,7 +320,7 @@ class FastIndexScanner : io::JsonCursor {
     const size_t checked = static_cast<size_t>(end_ - p_);
     std::memmove(buf_.get(), p_, carried);
     p_ = buf_.get();
-    const uint64_t want = std::min<uint64_t>(kBuffer - carried, file_.size() - read_to_);
+    const uint64_t want = std::min<uint64_t>(buffer_size_ - carried, file_.size() - read_to_);
     if (want == 0 && !eof_ && read_to_ < file_.size()) return false;  // an entry longer than the buffer
     const int64_t got = want ? file_.read_at(read_to_, buf_.get() + carried, want, &read_error_) : 0;
     if (got < 0) return false;
@@ -329,10 +336,10 @@ class FastIndexScanner : io::JsonCursor {
     return true;
   }
 
-  static constexpr size_t kBuffer = 256u << 10;
+  const size_t buffer_size_;
+  const size_t margin_;  // an entry longer than this may send the index to the general path
   static constexpr size_t kSampleEntries = 256;
   uint64_t map_begin_ = 0;  // file offset of weight_map's first entry
-  static constexpr size_t kMargin = 64u << 10;  // the longest entry read without a refill check
   const io::ReadOnlyFile& file_;
   ShardIndex& idx_;
   IndexStorage& storage_;
@@ -382,7 +389,7 @@ class EntryInterner {
   uint32_t prev_id_ = 0;
 };
 
-void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
+void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx, size_t buffer_bytes) {
   idx.json.file = rel;
   idx.json.present = true;
   io::ReadOnlyFile f;
@@ -396,7 +403,7 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx) {
   }
   {
     auto packed = std::make_shared<IndexStorage>();
-    FastIndexScanner fast(f, idx, *packed);
+    FastIndexScanner fast(f, idx, *packed, buffer_bytes);
     if (fast.run()) {
       if (!fast.metadata().empty()) {
         auto r = json::parse(fast.metadata(), limits::kMaxJsonDepth);
@@ -732,7 +739,9 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   if (index_entry && index_entry->readable()) {
     ck.index.emplace();
     ShardIndex* idx = &*ck.index;
-    tasks.emplace_back([idx, index_entry] { parse_index(index_entry->abs, index_entry->rel, *idx); });
+    tasks.emplace_back([idx, index_entry, buffer = opts.index_buffer_bytes] {
+      parse_index(index_entry->abs, index_entry->rel, *idx, buffer);
+    });
   } else if (index_entry) {
     ck.index.emplace();
     ck.index->json.file = index_entry->rel;

@@ -10,14 +10,14 @@
 namespace ckpt::test {
 namespace {
 
-std::string describe_index(const std::string& index_json, std::string* path = nullptr) {
+std::string describe_index(const std::string& index_json, std::string* path = nullptr, const LoadOptions& opts = {}) {
   TempDir dir;
   std::vector<st::TensorToWrite> a{{"x.w", st::DType::F32, {2}, {}}, {"y\"q", st::DType::F32, {1}, {}}};
   std::vector<st::TensorToWrite> b{{"z.w", st::DType::U8, {3}, {}}};
   EXPECT_EQ(st::write_file(dir / "model-00001-of-00002.safetensors", a), "");
   EXPECT_EQ(st::write_file(dir / "model-00002-of-00002.safetensors", b), "");
   write_text(dir / "model.safetensors.index.json", index_json);
-  auto r = load_checkpoint(dir.path().string());
+  auto r = load_checkpoint(dir.path().string(), opts);
   EXPECT_TRUE(r.checkpoint);
   if (!r.checkpoint) return "no checkpoint";
   const Checkpoint& ck = *r.checkpoint;
@@ -115,6 +115,32 @@ TEST(index_fast_path, chunked_reading_agrees_with_the_general_path) {
     EXPECT_EQ(path_general, "general");
   }
   EXPECT_GT(straddles, 0) << "no pad put the first read's end inside a UTF-8 sequence";
+}
+
+TEST(index_fast_path, empty_names_are_read_on_both_paths) {
+  // Found by fuzz_index: an empty name was packed through a null block pointer (UB).
+  std::string path;
+  const std::string fast = describe_index(R"({"weight_map":{"":"model-00001-of-00002.safetensors","x.w":""}})", &path);
+  EXPECT_EQ(path, "one-pass");
+  EXPECT_NE(fast.find(" -> model-00001-of-00002.safetensors (absent)"), std::string::npos) << fast;
+  EXPECT_NE(fast.find("x.w -> "), std::string::npos) << fast;
+  EXPECT_EQ(fast, describe_index(R"({"weight_map":{"":"model-00001-of-00002.safetensors","x.\u0077":""}})"));
+}
+
+TEST(index_fast_path, every_buffer_size_reads_the_same_index) {
+  // Small buffers put chunk boundaries everywhere: inside names, inside multi-byte
+  // characters, between a key and its colon, in the whitespace after the last brace.
+  const std::string text = big_index(300, 0, false, std::string(300, ' '));
+  std::string path;
+  const std::string want = describe_index(big_index(300, 0, true, std::string(300, ' ')), &path);
+  ASSERT_EQ(path, "general");
+  for (size_t buffer : {64, 65, 97, 128, 200, 256, 257, 1000, 4096, 65536}) {
+    LoadOptions opts;
+    opts.index_buffer_bytes = buffer;
+    EXPECT_EQ(describe_index(text, &path, opts), want) << "buffer " << buffer;
+    // Entries are ~110 bytes: from 512 on, every one fits in a quarter of the buffer.
+    if (buffer >= 512) EXPECT_EQ(path, "one-pass") << "buffer " << buffer;
+  }
 }
 
 TEST(index_fast_path, long_entries_long_tails_and_bad_bytes_past_the_first_read) {
