@@ -30,13 +30,17 @@ class NameIndex {
  public:
   static constexpr uint32_t npos = UINT32_MAX;
 
-  // Prepares for up to n names (keeps the load factor at or below 1/2).
+  // Prepares for up to n names: the load factor stays at or below 3/4. Probing stays short
+  // (the tag check settles most slots without a string compare, 8 slots per cache line), and
+  // DeepSeek-V3's 92k names fit 128 Ki slots instead of 256 Ki: 1 MB of fresh memory less.
   void reset(size_t n) {
     size_t cap = 16;
-    while (cap < 2 * n) cap <<= 1;
+    while (!fits(n, cap)) cap <<= 1;
     slots_.assign(cap, Slot{0, npos});
     mask_ = cap - 1;
   }
+  // Whether n names keep the load factor of a table of cap slots at or below 3/4.
+  static bool fits(size_t n, size_t cap) { return 4 * n <= 3 * cap; }
   bool empty() const { return slots_.empty(); }
   size_t capacity() const { return slots_.size(); }
 

@@ -35,7 +35,8 @@ void TensorTable::reserve(size_t n) {
 }
 
 TensorLocs& TensorTable::insert(std::string_view name, uint64_t hash) {
-  if (index_.empty() || 2 * (items_.size() + 1) > index_.capacity()) reserve(std::max<size_t>(16, 2 * items_.size()));
+  if (index_.empty() || !NameIndex::fits(items_.size() + 1, index_.capacity()))
+    reserve(std::max<size_t>(16, 2 * items_.size()));
   auto name_at = [this](uint32_t k) { return items_[k].first; };
   uint32_t pos = static_cast<uint32_t>(items_.size());
   uint32_t got = index_.insert(name, hash, pos, name_at);
