@@ -128,14 +128,14 @@ struct TensorLoc {
 class TensorLocs {
  public:
   void push_back(TensorLoc l) {
-    if (n_++ == 0) first_ = l;
+    if (empty()) first_ = l;
     else {
       if (!more_) more_ = std::make_unique<std::vector<TensorLoc>>();
       more_->push_back(l);
     }
   }
-  size_t size() const { return n_; }
-  bool empty() const { return n_ == 0; }
+  size_t size() const { return empty() ? 0 : 1 + (more_ ? more_->size() : 0); }
+  bool empty() const { return first_.shard == kNone; }
   const TensorLoc& front() const { return first_; }
   const TensorLoc& operator[](size_t i) const { return i == 0 ? first_ : (*more_)[i - 1]; }
   struct iterator {
@@ -148,17 +148,15 @@ class TensorLocs {
     bool operator==(const iterator& o) const { return i == o.i; }
   };
   iterator begin() const { return {this, 0}; }
-  iterator end() const { return {this, n_}; }
+  iterator end() const { return {this, size()}; }
 
  private:
   // A name almost always has one location: the rest live behind a pointer, so a table entry
-  // of a 100k-tensor model stays 24 bytes (fresh memory is what a short run pays for most).
-  TensorLoc first_{};
+  // of a 100k-tensor model stays 16 bytes (fresh memory is what a short run pays for most).
+  // No location yet: first_.shard is kNone.
+  static constexpr uint32_t kNone = UINT32_MAX;
+  TensorLoc first_{kNone, 0};
   std::unique_ptr<std::vector<TensorLoc>> more_;
-  uint32_t n_ = 0;
-
- public:
-  bool claimed = false;  // finalize(): an index entry already took this name
 };
 
 // Every tensor name of a checkpoint with its locations, in first-seen order; find() by name.

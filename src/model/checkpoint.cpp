@@ -6,6 +6,8 @@
 
 namespace ckpt {
 
+static_assert(sizeof(TensorLocs) == 16, "one per tensor name: keep it small");
+
 TensorTable::const_iterator TensorTable::find(std::string_view name, uint64_t hash) const {
   uint32_t i = index_.find(name, hash, [this](uint32_t k) { return items_[k].first; });
   return i == NameIndex::npos ? items_.end() : items_.begin() + i;
@@ -136,6 +138,7 @@ void Checkpoint::finalize() {
     for (size_t f = 0; f < index->files.size(); ++f)
       if (auto it = shard_by_file_.find(index->files[f]); it != shard_by_file_.end()) shard_of_file[f] = it->second;
     const size_t n_entries = index->size();
+    std::vector<bool> claimed(tensors_by_name.size());  // an index entry already took this name
     for (size_t k = 0; k < n_entries; ++k) {
       if (hashed && k + 2 * kAhead < n_entries) tensors_by_name.prefetch_bucket(index->name_hashes[k + 2 * kAhead]);
       if (hashed && k + kAhead < n_entries) tensors_by_name.prefetch_entry(index->name_hashes[k + kAhead]);
@@ -145,11 +148,12 @@ void Checkpoint::finalize() {
                                                              : static_cast<uint32_t>(it - tensors_by_name.begin()));
       if (it == tensors_by_name.end()) continue;
       TensorLocs& locs = it->second;
-      if (locs.claimed) {  // the index lists this name twice (Python's json keeps the last entry)
+      std::vector<bool>::reference is_claimed = claimed[static_cast<size_t>(it - tensors_by_name.begin())];
+      if (is_claimed) {  // the index lists this name twice (Python's json keeps the last entry)
         index->json.duplicates.push_back({"/weight_map", std::string(name)});
         continue;
       }
-      locs.claimed = true;
+      is_claimed = true;
       const uint32_t mapped = shard_of_file[index->file_of[k]];  // the shard the index names (or npos)
       const TensorLoc* chosen = &locs.front();
       for (const auto& loc : locs)
