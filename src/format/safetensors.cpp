@@ -123,7 +123,7 @@ std::string type_name(simdjson::dom::element e) {
 }  // namespace
 
 // What a Header's entries view: the header bytes, and unescaped copies of escaped strings.
-static_assert(sizeof(TensorEntry) <= 80, "one per tensor: keep it small");
+static_assert(sizeof(TensorEntry) <= 72, "one per tensor: keep it small");
 
 struct HeaderStorage {
   std::unique_ptr<std::byte[]> bytes;
@@ -276,7 +276,7 @@ class FastHeaderScanner : io::JsonCursor {
         if (!eat('[')) return false;
         ws();
         if (!eat(']')) {
-          for (;;) {  // Shape holds four dimensions inline: no allocation for real tensors
+          for (;;) {  // Shape holds two dimensions inline: no allocation for most tensors
             uint64_t v;
             if (!number(v) || t.shape.size() >= limits::kMaxTensorRank) return false;
             t.shape.push_back(v);

@@ -1,4 +1,4 @@
-// st::Shape stores up to four dimensions inline and spills to the heap beyond; it must behave
+// st::Shape stores up to two dimensions inline and spills to the heap beyond; it must behave
 // like the std::vector<uint64_t> it replaced at every size.
 #include <gtest/gtest.h>
 
