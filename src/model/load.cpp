@@ -21,6 +21,7 @@
 #include "io/file.h"
 #include "io/json_scan.h"
 #include "io/limits.h"
+#include "io/string_arena.h"
 
 namespace ckpt {
 
@@ -56,9 +57,8 @@ void parse_json_file(const fs::path& abs, const std::string& rel, JsonFile& out)
 }
 
 
-// The index can hold ~100k entries: read weight_map straight from simdjson instead of
-// building a json::Value (only the small metadata object is kept as a value).
-// What a ShardIndex's weight_map views: the file's text and unescaped copies.
+// What a ShardIndex's names and shard names view. The index can hold ~100k entries: they are
+// read without building a json::Value (only the small metadata object is kept as a value).
 struct IndexStorage {
   // The general path: the file's bytes, left uninitialised before the read (zero-filling a
   // 9 MB index first costs a full extra pass over memory the read overwrites anyway).
@@ -67,25 +67,8 @@ struct IndexStorage {
   std::deque<std::string> owned;  // deque: elements never move, so views into them stay valid
   std::string_view keep(std::string_view s) { return owned.emplace_back(s); }
 
-  // The fast path: names and shard file names copied out of the read buffer, packed in blocks.
-  std::vector<std::unique_ptr<char[]>> blocks;
-  char* block_at = nullptr;
-  size_t block_left = 0;
-  std::string_view pack(std::string_view s) {
-    if (s.empty()) return std::string_view("", 0);  // a view, never a null pointer (memcpy, hashing)
-    if (s.size() > block_left) {
-      const size_t size = std::max<size_t>(s.size(), kBlockBytes);
-      blocks.emplace_back(new char[size]);
-      block_at = blocks.back().get();
-      block_left = size;
-    }
-    std::memcpy(block_at, s.data(), s.size());
-    std::string_view kept(block_at, s.size());
-    block_at += s.size();
-    block_left -= s.size();
-    return kept;
-  }
-  static constexpr size_t kBlockBytes = 512u << 10;
+  // The fast path: names and shard file names copied out of the read buffer.
+  io::StringArena packed{512u << 10};
 };
 
 // One pass over a regular index, read through a small buffer reused chunk by chunk: strings in
@@ -277,14 +260,14 @@ class FastIndexScanner : io::JsonCursor {
       if (idx_.file_of.empty() || v != prev_file) {
         auto it = file_ids.find(v);
         if (it == file_ids.end()) {
-          std::string_view kept = storage_.pack(v);
+          std::string_view kept = storage_.packed.copy(v);
           it = file_ids.emplace(kept, static_cast<uint32_t>(idx_.files.size())).first;
           idx_.files.push_back(kept);
         }
         prev_id = it->second;
         prev_file = idx_.files[prev_id];
       }
-      idx_.names.push_back(storage_.pack(k));
+      idx_.names.push_back(storage_.packed.copy(k));
       idx_.name_hashes.push_back(hash_name(k));  // while the name is in cache
       idx_.file_of.push_back(prev_id);
       if (idx_.names.size() == kSampleEntries) reserve_from_density();

@@ -6,19 +6,6 @@
 
 namespace ckpt::tok {
 
-char* StringArena::allocate(size_t n) {
-  if (capacity_ - used_ < n) {
-    // Blocks never move, so earlier views stay valid; most files need one small block or none.
-    size_t size = std::max<size_t>(n, 64 << 10);
-    blocks_.push_back(std::make_unique<char[]>(size));
-    used_ = 0;
-    capacity_ = size;
-  }
-  char* out = blocks_.back().get() + used_;
-  used_ += n;
-  return out;
-}
-
 namespace detail {
 
 namespace {

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "io/string_arena.h"
+
 namespace ckpt::tok {
 
 // Numbers standing in for the sections in the DOM-parsed remainder (valid int64s no writer
@@ -33,14 +35,7 @@ struct SectionRanges {
 };
 
 // Storage for unescaped strings; views into it stay valid for the arena's lifetime.
-class StringArena {
- public:
-  char* allocate(size_t n);
-
- private:
-  std::vector<std::unique_ptr<char[]>> blocks_;
-  size_t used_ = 0, capacity_ = 0;
-};
+using StringArena = io::StringArena;
 
 namespace detail {
 struct Cursor;
