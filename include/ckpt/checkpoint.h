@@ -240,7 +240,8 @@ class Checkpoint {
   };
   // In index order (shard order without an index); iterate as pairs (name, WeightTensor),
   // look up with find/at/count. Stores only the WeightTensor (the name is its entry's): 16
-  // bytes per tensor, so iterators yield the pairs by value.
+  // bytes per tensor, so iterators yield the pairs by value: copy what must outlive the loop
+  // step (a pointer to a yielded pair dangles; its entry and shard pointers do not).
   class WeightMap {
    public:
     using value_type = std::pair<std::string_view, WeightTensor>;
