@@ -60,12 +60,16 @@ int64_t ReadOnlyFile::read_at(uint64_t offset, void* buf, uint64_t n, std::strin
   return static_cast<int64_t>(done);
 }
 
+std::string size_limit_error(uint64_t size, uint64_t max_bytes) {
+  if (size <= max_bytes) return {};
+  return "file is " + std::to_string(size) + " bytes, above the " + std::to_string(max_bytes) +
+         "-byte limit for this kind of file";
+}
+
 std::string read_file(const std::filesystem::path& p, uint64_t max_bytes, std::string& out) {
   ReadOnlyFile f;
   if (auto e = f.open(p); !e.empty()) return e;
-  if (f.size() > max_bytes)
-    return "file is " + std::to_string(f.size()) + " bytes, above the " + std::to_string(max_bytes) +
-           "-byte limit for this kind of file";
+  if (auto e = size_limit_error(f.size(), max_bytes); !e.empty()) return e;
   out.resize(f.size());
   std::string err;
   int64_t got = f.read_at(0, out.data(), f.size(), &err);

@@ -32,6 +32,9 @@ class ReadOnlyFile {
 // Reads a whole (small) file, refusing files larger than max_bytes. Returns error text or "".
 std::string read_file(const std::filesystem::path& p, uint64_t max_bytes, std::string& out);
 
+// "" when size is within max_bytes, else the error text every size-limited reader reports.
+std::string size_limit_error(uint64_t size, uint64_t max_bytes);
+
 // Reads up to n leading bytes.
 std::string read_prefix(const std::filesystem::path& p, uint64_t n, std::string& out);
 

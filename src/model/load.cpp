@@ -377,9 +377,7 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx, s
   idx.json.present = true;
   io::ReadOnlyFile f;
   std::string e = f.open(abs);
-  if (e.empty() && f.size() > limits::kMaxSideJsonBytes)
-    e = "file is " + std::to_string(f.size()) + " bytes, above the " + std::to_string(limits::kMaxSideJsonBytes) +
-        "-byte limit for this kind of file";
+  if (e.empty()) e = io::size_limit_error(f.size(), limits::kMaxSideJsonBytes);
   if (!e.empty()) {
     idx.json.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
     return;

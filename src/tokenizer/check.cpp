@@ -24,6 +24,7 @@
 #include <simdjson.h>
 
 #include "ckpt/tokenizer.h"
+#include "io/file.h"
 #include "io/limits.h"
 #include "tokenizer/json_sections.h"
 #include "tokenizer/sentencepiece.h"
@@ -211,10 +212,8 @@ bool pair_of(element e, element& a, element& b) {
 // from a padded copy. Errors are located as json::parse locates them.
 std::optional<json::ParseError> parse_document(const std::string& text, dom::parser& parser,
                                                simdjson::padded_string& copy, element& root) {
-  if (text.size() > limits::kMaxSideJsonBytes)  // the loader never reads more
-    return json::ParseError{"cannot read: file is " + std::to_string(text.size()) + " bytes, above the " +
-                                std::to_string(limits::kMaxSideJsonBytes) + "-byte limit for this kind of file",
-                            0, 0, 0};
+  if (auto e = io::size_limit_error(text.size(), limits::kMaxSideJsonBytes); !e.empty())  // the loader never reads more
+    return json::ParseError{"cannot read: " + e, 0, 0, 0};
   if (parser.allocate(std::max<size_t>(text.size(), 64), limits::kMaxJsonDepth) != simdjson::SUCCESS)
     return json::ParseError{"cannot allocate a parser for " + std::to_string(text.size()) + " bytes", 0, 1, 1};
   simdjson::error_code code;
