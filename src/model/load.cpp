@@ -71,6 +71,36 @@ struct IndexStorage {
   io::StringArena packed{512u << 10};
 };
 
+// Appends weight_map entries: each name as given, each shard file name interned into
+// idx.files / idx.file_of. Entries come grouped by shard, so comparing with the previous
+// entry's file settles almost every one without hashing. `keep` makes a file name the index
+// owns from the caller's view (the first time each is seen).
+class EntryInterner {
+ public:
+  explicit EntryInterner(ShardIndex& idx) : idx_(idx) {}
+  template <class Keep>
+  void add(std::string_view name, std::string_view file, const Keep& keep) {
+    if (idx_.file_of.empty() || file != prev_) {
+      auto it = ids_.find(file);
+      if (it == ids_.end()) {
+        const std::string_view kept = keep(file);
+        it = ids_.emplace(kept, static_cast<uint32_t>(idx_.files.size())).first;
+        idx_.files.push_back(kept);
+      }
+      prev_id_ = it->second;
+      prev_ = idx_.files[prev_id_];
+    }
+    idx_.names.push_back(name);
+    idx_.file_of.push_back(prev_id_);
+  }
+
+ private:
+  ShardIndex& idx_;
+  std::unordered_map<std::string_view, uint32_t> ids_;  // views into what idx_.files holds
+  std::string_view prev_;
+  uint32_t prev_id_ = 0;
+};
+
 // One pass over a regular index, read through a small buffer reused chunk by chunk: strings in
 // weight_map without escapes (names packed into the storage, shard file names interned as
 // they come), other values skipped with full JSON validation. Only the names stay in memory,
@@ -246,9 +276,8 @@ class FastIndexScanner : io::JsonCursor {
     idx_.names.reserve(kSampleEntries);
     idx_.name_hashes.reserve(kSampleEntries);
     idx_.file_of.reserve(kSampleEntries);
-    std::unordered_map<std::string_view, uint32_t> file_ids;  // views into the packed names
-    std::string_view prev_file;  // entries come grouped by shard: most compare equal to the last
-    uint32_t prev_id = 0;
+    EntryInterner interner(idx_);
+    auto pack = [this](std::string_view s) { return storage_.packed.copy(s); };
     for (;;) {
       if (end_ - p_ < static_cast<ptrdiff_t>(margin_) && !refill()) return false;
       std::string_view k, v;
@@ -257,19 +286,8 @@ class FastIndexScanner : io::JsonCursor {
       if (!eat(':')) return false;
       ws();
       if (!plain_string(v)) return false;
-      if (idx_.file_of.empty() || v != prev_file) {
-        auto it = file_ids.find(v);
-        if (it == file_ids.end()) {
-          std::string_view kept = storage_.packed.copy(v);
-          it = file_ids.emplace(kept, static_cast<uint32_t>(idx_.files.size())).first;
-          idx_.files.push_back(kept);
-        }
-        prev_id = it->second;
-        prev_file = idx_.files[prev_id];
-      }
-      idx_.names.push_back(storage_.packed.copy(k));
+      interner.add(pack(k), v, pack);
       idx_.name_hashes.push_back(hash_name(k));  // while the name is in cache
-      idx_.file_of.push_back(prev_id);
       if (idx_.names.size() == kSampleEntries) reserve_from_density();
       ws();
       if (eat(',')) {
@@ -347,30 +365,6 @@ void read_total_size(simdjson::dom::element meta, ShardIndex& idx) {
            d == static_cast<double>(static_cast<uint64_t>(d)))
     idx.total_size = static_cast<uint64_t>(d);
 }
-
-// The general path's entries: names kept, shard file names interned into idx.files /
-// idx.file_of. Entries come grouped by shard, so comparing with the previous entry's file
-// settles almost every one without hashing.
-class EntryInterner {
- public:
-  explicit EntryInterner(ShardIndex& idx) : idx_(idx) {}
-  void add(std::string_view name, std::string_view file) {
-    if (idx_.file_of.empty() || file != prev_) {
-      auto [it, fresh] = ids_.try_emplace(file, static_cast<uint32_t>(idx_.files.size()));
-      if (fresh) idx_.files.push_back(file);
-      prev_ = file;
-      prev_id_ = it->second;
-    }
-    idx_.names.push_back(name);
-    idx_.file_of.push_back(prev_id_);
-  }
-
- private:
-  ShardIndex& idx_;
-  std::unordered_map<std::string_view, uint32_t> ids_;
-  std::string_view prev_;
-  uint32_t prev_id_ = 0;
-};
 
 void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx, size_t buffer_bytes) {
   idx.json.file = rel;
@@ -454,7 +448,7 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx, s
       idx.clear_entries();
       return;
     }
-    interner.add(storage->keep(field.key), storage->keep(file));
+    interner.add(storage->keep(field.key), file, [&](std::string_view f) { return storage->keep(f); });
   }
   idx.storage = std::move(storage);
 }
