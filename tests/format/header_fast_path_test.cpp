@@ -126,6 +126,9 @@ TEST(header_fast_path, numbers_of_every_length_agree_with_the_general_path) {
                                      "99999999999999999999", "00", "01"};
   for (size_t n = 1; n <= 21; ++n) values.push_back(digits.substr(0, n));
   for (size_t n = 1; n <= 21; ++n) values.push_back("1" + std::string(n - 1, '0'));
+  // Every digit in every position of an 8-byte group, and values just short of a group.
+  for (size_t n = 1; n <= 20; ++n) values.push_back(std::string("98765432101234567890").substr(0, n));
+  for (size_t n = 1; n <= 20; ++n) values.push_back(std::string(n, '9'));
   for (const auto& v : values)
     for (const char* tail : {"]", " ]", ".5]", "e3]", "E+1]"}) {
       std::string body = R"("t":{"dtype":"U8","shape":[)" + v + R"(],"data_offsets":[0,)" + v + tail + "}}";
