@@ -124,78 +124,97 @@ struct TensorLoc {
   uint32_t entry = 0;
 };
 
-// The locations of one tensor name: almost always one, so that one is stored inline.
-class TensorLocs {
- public:
-  void push_back(TensorLoc l) {
-    if (empty()) first_ = l;
-    else {
-      if (!more_) more_ = std::make_unique<std::vector<TensorLoc>>();
-      more_->push_back(l);
-    }
-  }
-  size_t size() const { return empty() ? 0 : 1 + (more_ ? more_->size() : 0); }
-  bool empty() const { return first_.shard == kNone; }
-  const TensorLoc& front() const { return first_; }
-  const TensorLoc& operator[](size_t i) const { return i == 0 ? first_ : (*more_)[i - 1]; }
-  struct iterator {
-    const TensorLocs* owner;
-    size_t i;
-    const TensorLoc& operator*() const { return (*owner)[i]; }
-    const TensorLoc* operator->() const { return &(*owner)[i]; }
-    iterator& operator++() { ++i; return *this; }
-    bool operator!=(const iterator& o) const { return i != o.i; }
-    bool operator==(const iterator& o) const { return i == o.i; }
-  };
-  iterator begin() const { return {this, 0}; }
-  iterator end() const { return {this, size()}; }
-
- private:
-  // A name almost always has one location: the rest live behind a pointer, so a table entry
-  // of a 100k-tensor model stays 16 bytes (fresh memory is what a short run pays for most).
-  // No location yet: first_.shard is kNone.
-  static constexpr uint32_t kNone = UINT32_MAX;
-  TensorLoc first_{kNone, 0};
-  std::unique_ptr<std::vector<TensorLoc>> more_;
-};
-
-// Every tensor name of a checkpoint with its locations, in first-seen order; find() by name.
+// Every tensor name of a checkpoint and the shards that store it, built by
+// Checkpoint::finalize(). A name's position is the global ordinal of its first copy: shard s's
+// entry e is at (entries of shards before s) + e. The table keeps no per-name record of its own
+// (names and hashes are read from the shards' entries): for a 100k-tensor checkpoint it is one
+// 8-byte slot per bucket, and a side list for names stored more than once.
 class TensorTable {
  public:
-  using value_type = std::pair<std::string_view, TensorLocs>;
-  using const_iterator = std::vector<value_type>::const_iterator;
-  using iterator = std::vector<value_type>::iterator;
-  const_iterator begin() const { return items_.begin(); }
-  const_iterator end() const { return items_.end(); }
-  iterator begin() { return items_.begin(); }
-  iterator end() { return items_.end(); }
-  size_t size() const { return items_.size(); }
-  bool empty() const { return items_.empty(); }
-  const_iterator find(std::string_view name) const { return find(name, hash_name(name)); }
-  iterator find(std::string_view name) { return find(name, hash_name(name)); }
-  const_iterator find(std::string_view name, uint64_t hash) const;  // hash = hash_name(name)
-  iterator find(std::string_view name, uint64_t hash);
-  size_t count(std::string_view name) const { return find(name) != end(); }
-  const TensorLocs& at(std::string_view name) const;
-  // The locations of `name`, added (empty) when absent. `name` must outlive the table.
-  TensorLocs& operator[](std::string_view name) { return insert(name, hash_name(name)); }
-  TensorLocs& insert(std::string_view name, uint64_t hash);
-  // For loops over many names: call with the hash of a name some iterations ahead.
+  // The locations of one name, in shard order (view: valid while the table is).
+  class Locations {
+   public:
+    Locations() = default;
+    Locations(TensorLoc first, const std::vector<TensorLoc>* more) : first_(first), more_(more), n_(1 + (more ? more->size() : 0)) {}
+    size_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    const TensorLoc& front() const { return first_; }
+    const TensorLoc& operator[](size_t i) const { return i == 0 ? first_ : (*more_)[i - 1]; }
+    struct iterator {
+      const Locations* owner;
+      size_t i;
+      const TensorLoc& operator*() const { return (*owner)[i]; }
+      const TensorLoc* operator->() const { return &(*owner)[i]; }
+      iterator& operator++() {
+        ++i;
+        return *this;
+      }
+      bool operator==(const iterator& o) const { return i == o.i; }
+    };
+    iterator begin() const { return {this, 0}; }
+    iterator end() const { return {this, n_}; }
+
+   private:
+    TensorLoc first_{};
+    const std::vector<TensorLoc>* more_ = nullptr;
+    size_t n_ = 0;
+  };
+
+  // Indexes every entry of `shards` (which must outlive the table and not change).
+  void build(const std::vector<Shard>& shards);
+  void clear() { *this = TensorTable(); }
+
+  size_t size() const { return total_ - later_copies_; }  // distinct names
+  size_t ordinals() const { return total_; }               // entries of all shards
+  bool empty() const { return size() == 0; }
+  // Position of `name` (NameIndex::npos when no shard holds it); hash = hash_name(name).
+  uint32_t position(std::string_view name, uint64_t hash) const;
+  uint32_t position(std::string_view name) const { return position(name, hash_name(name)); }
+  size_t count(std::string_view name) const { return position(name) != NameIndex::npos; }
+  Locations locations(uint32_t position) const;  // position of a name, as returned above
+  Locations at(std::string_view name) const;     // throws std::out_of_range when absent
+  // Whether the entry at a global ordinal is a later copy of a name (its position is another).
+  bool is_later_copy(uint32_t ordinal) const { return !later_copy_.empty() && later_copy_[ordinal]; }
+  TensorLoc loc_of(uint32_t ordinal) const;
+
+  // Three steps, each a few iterations after the previous has had time to land: the bucket,
+  // then the entry its first matching slot names, then that entry's name bytes.
   void prefetch_bucket(uint64_t hash) const { index_.prefetch(hash); }
-  void prefetch_entry(uint64_t hash) const {  // after prefetch_bucket had time to land
-    uint32_t pos = index_.first_candidate(hash);
-    if (pos != NameIndex::npos) {
-      __builtin_prefetch(&items_[pos]);
-      __builtin_prefetch(items_[pos].first.data());
-    }
+  void prefetch_entry(uint64_t hash) const {
+    if (const uint32_t pos = candidate(hash); pos != NameIndex::npos) __builtin_prefetch(&entry_at(pos));
   }
-  void clear();
-  void reserve(size_t n);
+  void prefetch_name(uint64_t hash) const {
+    if (const uint32_t pos = candidate(hash); pos != NameIndex::npos) __builtin_prefetch(entry_at(pos).name.data());
+  }
 
  private:
-  std::vector<value_type> items_;
+  uint32_t candidate(uint64_t hash) const {
+    return index_.first_candidate(hash);
+  }
+  const st::TensorEntry& entry_at(uint32_t ordinal) const {
+    const TensorLoc l = loc_of(ordinal);
+    return bases_[l.shard][l.entry];
+  }
+  auto name_at() const {
+    return [this](uint32_t ordinal) { return entry_at(ordinal).name; };
+  }
+  std::vector<const st::TensorEntry*> bases_;  // each shard's entries (their buffers never move)
+  std::vector<uint32_t> first_;                // first_[s]: ordinal of shard s's entry 0; one extra at the end
+  // Ordinal -> shard in constant time: the shards holding entries, in order, and for each block
+  // of 2^kBlockBits ordinals the first of them that reaches into the block (a lookup then steps
+  // over at most the shards starting inside one block).
+  static constexpr unsigned kBlockBits = 6;
+  std::vector<uint32_t> filled_;       // shards with at least one entry
+  std::vector<uint32_t> block_start_;  // per block: index into filled_
   NameIndex index_;
+  size_t total_ = 0, later_copies_ = 0;
+  std::vector<bool> later_copy_;  // by ordinal; empty when every name is stored once
+  std::unordered_map<uint32_t, std::vector<TensorLoc>> more_;  // position -> its other copies
 };
+
+inline uint32_t TensorTable::position(std::string_view name, uint64_t hash) const {
+  return index_.find(name, hash, name_at());
+}
 
 class Checkpoint {
  public:
@@ -217,7 +236,7 @@ class Checkpoint {
   std::vector<TextFile> templates;       // chat_template.jinja, additional_chat_templates/*.jinja
 
   // All tensors by name, across every parsed shard (several locations = duplicates).
-  // Keys view the names stored in `shards` (valid as long as this Checkpoint lives).
+  // Reads the entries stored in `shards` (valid as long as this Checkpoint lives).
   TensorTable tensors_by_name;
 
   Checkpoint() = default;

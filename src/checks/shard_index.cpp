@@ -240,11 +240,10 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   const bool resolved = positions.size() == idx.size();
   for (size_t k = 0; k < idx.size(); ++k) {
     const auto [tensor, file] = idx.entry(k);
-    auto it = !resolved ? ck.tensors_by_name.find(tensor)
-              : positions[k] == NameIndex::npos ? ck.tensors_by_name.end()
-                                                : ck.tensors_by_name.begin() + positions[k];
-    if (it != ck.tensors_by_name.end())
-      for (const auto& loc : it->second) listed[loc.shard][loc.entry] = 1;
+    const uint32_t pos = resolved ? positions[k] : ck.tensors_by_name.position(tensor);
+    const bool found = pos != NameIndex::npos;
+    const TensorTable::Locations locs = found ? ck.tensors_by_name.locations(pos) : TensorTable::Locations();
+    for (const auto& loc : locs) listed[loc.shard][loc.entry] = 1;
     const Target& tg = target(k);
     if (!tg.safe || !tg.file) {
       all_indexed_found = false;
@@ -252,24 +251,22 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     }
     std::vector<std::string> holders;
     bool in_mapped = false;
-    if (it != ck.tensors_by_name.end())
-      for (const auto& loc : it->second) {
-        const bool is_mapped = loc.shard == tg.shard_pos;
-        if (it->second.size() > 1 || !is_mapped) holders.push_back(ck.shards[loc.shard].file);
-        if (is_mapped && !in_mapped) {
-          in_mapped = true;
-          const st::TensorEntry& e = ck.entry(loc);
-          if (e.end < e.begin) all_indexed_found = false;
-          else {
-            indexed_bytes += e.end - e.begin;
-            if (tensor.size() >= 14 && io::equals_literal(tensor.substr(tensor.size() - 14), ".weight_format"))
-              weight_format_bytes += e.end - e.begin;
-          }
+    for (const auto& loc : locs) {
+      const bool is_mapped = loc.shard == tg.shard_pos;
+      if (locs.size() > 1 || !is_mapped) holders.push_back(ck.shards[loc.shard].file);
+      if (is_mapped && !in_mapped) {
+        in_mapped = true;
+        const st::TensorEntry& e = ck.entry(loc);
+        if (e.end < e.begin) all_indexed_found = false;
+        else {
+          indexed_bytes += e.end - e.begin;
+          if (tensor.size() >= 14 && io::equals_literal(tensor.substr(tensor.size() - 14), ".weight_format"))
+            weight_format_bytes += e.end - e.begin;
         }
       }
+    }
     if (!in_mapped) all_indexed_found = false;
     const Shard* mapped_shard = tg.shard;
-    bool found = it != ck.tensors_by_name.end();
     if (holders.size() > 1) {
       if (++n_dup <= kMax)
         out.add("IX003", Severity::error,

@@ -1,49 +1,68 @@
 #include <algorithm>
-#include <numeric>
 #include <stdexcept>
 
 #include "ckpt/checkpoint.h"
 
 namespace ckpt {
 
-static_assert(sizeof(TensorLocs) == 16, "one per tensor name: keep it small");
+// Bulk loops over 100k names touch multi-megabyte tables at random; they prefetch what a name
+// some iterations later will read, so the misses overlap instead of queueing.
+static constexpr size_t kAhead = 16;
 
-TensorTable::const_iterator TensorTable::find(std::string_view name, uint64_t hash) const {
-  uint32_t i = index_.find(name, hash, [this](uint32_t k) { return items_[k].first; });
-  return i == NameIndex::npos ? items_.end() : items_.begin() + i;
+TensorLoc TensorTable::loc_of(uint32_t ordinal) const {
+  size_t f = block_start_[ordinal >> kBlockBits];
+  while (first_[filled_[f] + 1] <= ordinal) ++f;  // that shard ends before the ordinal
+  const uint32_t s = filled_[f];
+  return TensorLoc{s, ordinal - first_[s]};
 }
 
-TensorTable::iterator TensorTable::find(std::string_view name, uint64_t hash) {
-  uint32_t i = index_.find(name, hash, [this](uint32_t k) { return items_[k].first; });
-  return i == NameIndex::npos ? items_.end() : items_.begin() + i;
+TensorTable::Locations TensorTable::locations(uint32_t position) const {
+  const auto it = more_.empty() ? more_.end() : more_.find(position);
+  return Locations(loc_of(position), it == more_.end() ? nullptr : &it->second);
 }
 
-const TensorLocs& TensorTable::at(std::string_view name) const {
-  auto it = find(name);
-  if (it == end()) throw std::out_of_range("no tensor named " + std::string(name));
-  return it->second;
+TensorTable::Locations TensorTable::at(std::string_view name) const {
+  const uint32_t pos = position(name);
+  if (pos == NameIndex::npos) throw std::out_of_range("no tensor named " + std::string(name));
+  return locations(pos);
 }
 
-void TensorTable::clear() {
-  items_.clear();
-  index_ = NameIndex();
-}
-
-void TensorTable::reserve(size_t n) {
-  items_.reserve(n);
-  index_.reset(std::max(n, items_.size()));
-  auto name_at = [this](uint32_t k) { return items_[k].first; };
-  for (uint32_t i = 0; i < items_.size(); ++i) index_.insert(items_[i].first, hash_name(items_[i].first), i, name_at);
-}
-
-TensorLocs& TensorTable::insert(std::string_view name, uint64_t hash) {
-  if (index_.empty() || !NameIndex::fits(items_.size() + 1, index_.capacity()))
-    reserve(std::max<size_t>(16, 2 * items_.size()));
-  auto name_at = [this](uint32_t k) { return items_[k].first; };
-  uint32_t pos = static_cast<uint32_t>(items_.size());
-  uint32_t got = index_.insert(name, hash, pos, name_at);
-  if (got == pos) items_.emplace_back(name, TensorLocs{});
-  return items_[got].second;
+void TensorTable::build(const std::vector<Shard>& shards) {
+  clear();
+  bases_.reserve(shards.size());
+  first_.reserve(shards.size() + 1);
+  for (const auto& sh : shards) {
+    first_.push_back(static_cast<uint32_t>(total_));
+    bases_.push_back(sh.header.tensors.data());
+    total_ += sh.header.tensors.size();
+  }
+  first_.push_back(static_cast<uint32_t>(total_));
+  if (total_ >= NameIndex::npos) throw std::length_error("more tensors than a 32-bit position can name");
+  for (uint32_t s = 0; s < bases_.size(); ++s)
+    if (first_[s + 1] > first_[s]) filled_.push_back(s);
+  block_start_.resize((total_ >> kBlockBits) + 1);
+  for (size_t b = 0, f = 0; b < block_start_.size(); ++b) {
+    const uint64_t start = static_cast<uint64_t>(b) << kBlockBits;
+    while (f + 1 < filled_.size() && first_[filled_[f] + 1] <= start) ++f;
+    block_start_[b] = static_cast<uint32_t>(f);
+  }
+  index_.reset(total_);
+  const auto name_of = name_at();
+  for (uint32_t s = 0; s < bases_.size(); ++s) {
+    const st::TensorEntry* es = bases_[s];
+    const uint32_t n = first_[s + 1] - first_[s];
+    for (uint32_t e = 0; e < n; ++e) {
+      if (e + kAhead < n) index_.prefetch(es[e + kAhead].name_hash);
+      const uint32_t ordinal = first_[s] + e;
+      const uint32_t got = index_.insert(es[e].name, es[e].name_hash, ordinal, name_of);
+      if (got == ordinal) continue;
+      // A later copy of a name: its other locations are kept in shard order.
+      if (later_copy_.empty()) later_copy_.assign(total_, false);
+      more_[got].push_back(TensorLoc{s, e});
+      later_copy_[ordinal] = true;
+      ++later_copies_;
+    }
+  }
 }
 
 const FileEntry* Checkpoint::file(std::string_view rel) const {
@@ -109,52 +128,43 @@ void Checkpoint::finalize() {
   for (uint32_t i = 0; i < files.size(); ++i) file_by_rel_.emplace(files[i].rel, i);
   shard_by_file_.clear();
   for (uint32_t i = 0; i < shards.size(); ++i) shard_by_file_.emplace(shards[i].file, i);
-  tensors_by_name.clear();
-  size_t total = 0;
-  for (const auto& s : shards) total += s.header.tensors.size();
-  tensors_by_name.reserve(total);
-  // Inserts and lookups below touch a multi-megabyte table at random: each bucket is
-  // prefetched kAhead names early so the misses overlap instead of queueing (the table was
-  // sized once above, so prefetched buckets stay where they are).
-  constexpr size_t kAhead = 16;
-  for (uint32_t si = 0; si < shards.size(); ++si) {
-    const auto& ts = shards[si].header.tensors;
-    for (uint32_t ei = 0; ei < ts.size(); ++ei) {
-      if (ei + kAhead < ts.size()) tensors_by_name.prefetch_bucket(ts[ei + kAhead].name_hash);
-      tensors_by_name.insert(ts[ei].name, ts[ei].name_hash).push_back({si, ei});
-    }
-  }
+  tensors_by_name.build(shards);
   auto& items = weights_.items_;
   items.clear();
   weights_.by_name_ = NameIndex();
   weights_.index_once_ = std::make_unique<std::once_flag>();
   index_positions_.clear();
   if (index && index->schema_error.empty() && !index->empty()) {
-    items.reserve(index->size());
-    index_positions_.reserve(index->size());
-    const bool hashed = index->name_hashes.size() == index->size();
+    const size_t n_entries = index->size();
+    const bool hashed = index->name_hashes.size() == n_entries;
     // The shard each distinct index file name denotes (npos: not a parsed shard).
     std::vector<uint32_t> shard_of_file(index->files.size(), NameIndex::npos);
     for (size_t f = 0; f < index->files.size(); ++f)
       if (auto it = shard_by_file_.find(index->files[f]); it != shard_by_file_.end()) shard_of_file[f] = it->second;
-    const size_t n_entries = index->size();
-    std::vector<bool> claimed(tensors_by_name.size());  // an index entry already took this name
+    // Positions first (the lookups, prefetched), then which entry claims each tensor: the
+    // first entry naming it wins, later ones are duplicates (Python's json keeps the last, so
+    // they are reported).
+    index_positions_.resize(n_entries);
     for (size_t k = 0; k < n_entries; ++k) {
-      if (hashed && k + 2 * kAhead < n_entries) tensors_by_name.prefetch_bucket(index->name_hashes[k + 2 * kAhead]);
-      if (hashed && k + kAhead < n_entries) tensors_by_name.prefetch_entry(index->name_hashes[k + kAhead]);
-      const std::string_view name = index->names[k];
-      auto it = tensors_by_name.find(name, hashed ? index->name_hashes[k] : hash_name(name));
-      index_positions_.push_back(it == tensors_by_name.end() ? NameIndex::npos
-                                                             : static_cast<uint32_t>(it - tensors_by_name.begin()));
-      if (it == tensors_by_name.end()) continue;
-      TensorLocs& locs = it->second;
-      std::vector<bool>::reference is_claimed = claimed[static_cast<size_t>(it - tensors_by_name.begin())];
-      if (is_claimed) {  // the index lists this name twice (Python's json keeps the last entry)
-        index->json.duplicates.push_back({"/weight_map", std::string(name)});
+      if (hashed) {
+        if (k + 3 * kAhead < n_entries) tensors_by_name.prefetch_bucket(index->name_hashes[k + 3 * kAhead]);
+        if (k + 2 * kAhead < n_entries) tensors_by_name.prefetch_entry(index->name_hashes[k + 2 * kAhead]);
+        if (k + kAhead < n_entries) tensors_by_name.prefetch_name(index->name_hashes[k + kAhead]);
+      }
+      index_positions_[k] = tensors_by_name.position(index->names[k], hashed ? index->name_hashes[k] : hash_name(index->names[k]));
+    }
+    items.reserve(n_entries);
+    std::vector<bool> claimed(tensors_by_name.ordinals());  // by position
+    for (size_t k = 0; k < n_entries; ++k) {
+      const uint32_t pos = index_positions_[k];
+      if (pos == NameIndex::npos) continue;
+      if (claimed[pos]) {
+        index->json.duplicates.push_back({"/weight_map", std::string(index->names[k])});
         continue;
       }
-      is_claimed = true;
+      claimed[pos] = true;
       const uint32_t mapped = shard_of_file[index->file_of[k]];  // the shard the index names (or npos)
+      const TensorTable::Locations locs = tensors_by_name.locations(pos);
       const TensorLoc* chosen = &locs.front();
       for (const auto& loc : locs)
         if (loc.shard == mapped) chosen = &loc;
@@ -162,13 +172,10 @@ void Checkpoint::finalize() {
     }
   } else {
     items.reserve(tensors_by_name.size());
+    uint32_t ordinal = 0;
     for (uint32_t si = 0; si < shards.size(); ++si)
-      for (uint32_t ei = 0; ei < shards[si].header.tensors.size(); ++ei) {
-        const auto& t = shards[si].header.tensors[ei];
-        const TensorLocs& locs = tensors_by_name.find(t.name, t.name_hash)->second;
-        if (locs.front().shard != si || locs.front().entry != ei) continue;  // first copy wins
-        items.push_back(WeightTensor{&t, &shards[si]});
-      }
+      for (uint32_t ei = 0; ei < shards[si].header.tensors.size(); ++ei, ++ordinal)
+        if (!tensors_by_name.is_later_copy(ordinal)) items.push_back(WeightTensor{&shards[si].header.tensors[ei], &shards[si]});
   }
 }
 
