@@ -86,14 +86,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ck.index->json.error && !ck.index->empty()) std::abort();
 
   // The index reader works chunk by chunk: a buffer of 64-127 bytes (from the input's size)
-  // puts the chunk boundaries everywhere, and must read the same index.
+  // puts the chunk boundaries everywhere, and must read the same index. That read also splits
+  // every input between two threads (hand-over or not, the result must not change).
   LoadOptions small = opts;
   small.index_buffer_bytes = 64 + size % 64;
+  small.threads = 2;
+  small.index_split_min_bytes = 1;
   LoadResult rs = load_checkpoint(dir.string(), small);
   if (!rs.checkpoint || !rs.checkpoint->index) std::abort();
   const ShardIndex& a = *ck.index;
   const ShardIndex& b = *rs.checkpoint->index;
   if (a.names != b.names || a.file_of != b.file_of || a.files != b.files || a.total_size != b.total_size ||
+      ck.index_positions() != rs.checkpoint->index_positions() ||
       a.schema_error != b.schema_error || a.json.error.has_value() != b.json.error.has_value())
     std::abort();
 

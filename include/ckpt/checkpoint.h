@@ -100,11 +100,15 @@ struct ShardIndex {
   // 100k-entry indexes. Shard file names are stored once each, as `files` in first-mention
   // order, so later stages compare integers, not 100k strings.
   std::vector<std::string_view> names;
-  std::vector<uint64_t> name_hashes;  // hash_name() of each name, same order
   std::vector<uint32_t> file_of;
+  // When the index was read after the shards (the one-pass reader), each name's position in
+  // Checkpoint::tensors_by_name, or NameIndex::npos; a name a shard holds then views that
+  // shard's copy instead of a copy of its own. Empty otherwise (finalize() looks names up).
+  std::vector<uint32_t> positions;
   std::vector<std::string_view> files;
   std::shared_ptr<const void> storage;
   bool general_path = false;  // read whole by simdjson: the one-pass reader declined the spelling
+  bool read_in_two = false;   // one-pass, by two threads that met inside weight_map
 
   size_t size() const { return names.size(); }
   bool empty() const { return names.empty(); }
@@ -112,7 +116,7 @@ struct ShardIndex {
   std::pair<std::string_view, std::string_view> entry(size_t k) const { return {names[k], files[file_of[k]]}; }
   void clear_entries() {
     names.clear();
-    name_hashes.clear();
+    positions.clear();
     file_of.clear();
     files.clear();
   }
@@ -162,6 +166,8 @@ class TensorTable {
 
   // Indexes every entry of `shards` (which must outlive the table and not change).
   void build(const std::vector<Shard>& shards);
+  // Whether the table was built from exactly these shards' entries.
+  bool built_from(const std::vector<Shard>& shards) const;
   void clear() { *this = TensorTable(); }
 
   size_t size() const { return total_ - later_copies_; }  // distinct names
@@ -176,6 +182,10 @@ class TensorTable {
   // Whether the entry at a global ordinal is a later copy of a name (its position is another).
   bool is_later_copy(uint32_t ordinal) const { return !later_copy_.empty() && later_copy_[ordinal]; }
   TensorLoc loc_of(uint32_t ordinal) const;
+  const st::TensorEntry& entry_at(uint32_t ordinal) const {
+    const TensorLoc l = loc_of(ordinal);
+    return bases_[l.shard][l.entry];
+  }
 
   // Three steps, each a few iterations after the previous has had time to land: the bucket,
   // then the entry its first matching slot names, then that entry's name bytes.
@@ -190,10 +200,6 @@ class TensorTable {
  private:
   uint32_t candidate(uint64_t hash) const {
     return index_.first_candidate(hash);
-  }
-  const st::TensorEntry& entry_at(uint32_t ordinal) const {
-    const TensorLoc l = loc_of(ordinal);
-    return bases_[l.shard][l.entry];
   }
   auto name_at() const {
     return [this](uint32_t ordinal) { return entry_at(ordinal).name; };
@@ -313,7 +319,10 @@ class Checkpoint {
   const WeightMap& weights() const { return weights_; }
   // For each index weight_map entry (same order): its position in tensors_by_name, or
   // NameIndex::npos when no shard holds the name. Resolved once by finalize().
-  const std::vector<uint32_t>& index_positions() const { return index_positions_; }
+  const std::vector<uint32_t>& index_positions() const {
+    static const std::vector<uint32_t> none;
+    return index ? index->positions : none;
+  }
   const st::TensorEntry* weight(std::string_view name) const;
 
   // Totals for the summary line.
@@ -324,7 +333,6 @@ class Checkpoint {
 
  private:
   WeightMap weights_;
-  std::vector<uint32_t> index_positions_;
   std::unordered_map<std::string_view, uint32_t> file_by_rel_, shard_by_file_;
 };
 
@@ -335,6 +343,9 @@ struct LoadOptions {
   // The index is read through a buffer of this many bytes (at least 64), chunk by chunk.
   // Tests and the fuzz target use small ones to reach the chunk boundaries.
   size_t index_buffer_bytes = 256u << 10;
+  // An index at least this large is read by two threads when more than one is allowed (0:
+  // never). Tests set it low to reach the hand-over between them.
+  uint64_t index_split_min_bytes = 1u << 20;
 };
 
 struct LoadError {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "checks/family.h"
+#include "util/parallel.h"
 #include "ckpt/timings.h"
 
 namespace ckpt {
@@ -70,22 +71,16 @@ std::vector<Finding> run_checks(const Checkpoint& ckpt, const VerifyOptions& opt
   });
   std::array<FindingSink, n> sinks;
   std::array<std::exception_ptr, n> failures;
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < tasks.size();)
-      for (size_t i : tasks[k]) {
-        try {
-          kFamilies[i]->run(ckpt, opts, sinks[i]);
-        } catch (...) {
-          failures[i] = std::current_exception();
-        }
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  parallel::run(tasks.size(), threads, [&](size_t k) {
+    for (size_t i : tasks[k]) {
+      try {
+        kFamilies[i]->run(ckpt, opts, sinks[i]);
+      } catch (...) {
+        failures[i] = std::current_exception();
       }
-  };
-  unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+    }
+  });
   for (const auto& e : failures)
     if (e) std::rethrow_exception(e);
   timings::mark("checks (all families)");

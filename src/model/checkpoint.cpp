@@ -27,6 +27,14 @@ TensorTable::Locations TensorTable::at(std::string_view name) const {
   return locations(pos);
 }
 
+bool TensorTable::built_from(const std::vector<Shard>& shards) const {
+  if (shards.size() != bases_.size() || first_.empty()) return false;
+  for (size_t s = 0; s < shards.size(); ++s)
+    if (bases_[s] != shards[s].header.tensors.data() || first_[s + 1] - first_[s] != shards[s].header.tensors.size())
+      return false;
+  return true;
+}
+
 void TensorTable::build(const std::vector<Shard>& shards) {
   clear();
   bases_.reserve(shards.size());
@@ -128,35 +136,31 @@ void Checkpoint::finalize() {
   for (uint32_t i = 0; i < files.size(); ++i) file_by_rel_.emplace(files[i].rel, i);
   shard_by_file_.clear();
   for (uint32_t i = 0; i < shards.size(); ++i) shard_by_file_.emplace(shards[i].file, i);
-  tensors_by_name.build(shards);
+  // The loader builds the table before reading the index (the index reader resolves names
+  // against it); anything built here otherwise, or again if shards were added since.
+  const bool rebuilt = !tensors_by_name.built_from(shards);
+  if (rebuilt) tensors_by_name.build(shards);
   auto& items = weights_.items_;
   items.clear();
   weights_.by_name_ = NameIndex();
   weights_.index_once_ = std::make_unique<std::once_flag>();
-  index_positions_.clear();
   if (index && index->schema_error.empty() && !index->empty()) {
     const size_t n_entries = index->size();
-    const bool hashed = index->name_hashes.size() == n_entries;
     // The shard each distinct index file name denotes (npos: not a parsed shard).
     std::vector<uint32_t> shard_of_file(index->files.size(), NameIndex::npos);
     for (size_t f = 0; f < index->files.size(); ++f)
       if (auto it = shard_by_file_.find(index->files[f]); it != shard_by_file_.end()) shard_of_file[f] = it->second;
-    // Positions first (the lookups, prefetched), then which entry claims each tensor: the
-    // first entry naming it wins, later ones are duplicates (Python's json keeps the last, so
-    // they are reported).
-    index_positions_.resize(n_entries);
-    for (size_t k = 0; k < n_entries; ++k) {
-      if (hashed) {
-        if (k + 3 * kAhead < n_entries) tensors_by_name.prefetch_bucket(index->name_hashes[k + 3 * kAhead]);
-        if (k + 2 * kAhead < n_entries) tensors_by_name.prefetch_entry(index->name_hashes[k + 2 * kAhead]);
-        if (k + kAhead < n_entries) tensors_by_name.prefetch_name(index->name_hashes[k + kAhead]);
-      }
-      index_positions_[k] = tensors_by_name.position(index->names[k], hashed ? index->name_hashes[k] : hash_name(index->names[k]));
+    // Positions (resolved by the index reader, or looked up here), then which entry claims each
+    // tensor: the first entry naming it wins, later ones are duplicates (Python's json keeps
+    // the last, so they are reported).
+    if (rebuilt || index->positions.size() != n_entries) {
+      index->positions.resize(n_entries);
+      for (size_t k = 0; k < n_entries; ++k) index->positions[k] = tensors_by_name.position(index->names[k]);
     }
     items.reserve(n_entries);
     std::vector<bool> claimed(tensors_by_name.ordinals());  // by position
     for (size_t k = 0; k < n_entries; ++k) {
-      const uint32_t pos = index_positions_[k];
+      const uint32_t pos = index->positions[k];
       if (pos == NameIndex::npos) continue;
       if (claimed[pos]) {
         index->json.duplicates.push_back({"/weight_map", std::string(index->names[k])});
@@ -171,6 +175,7 @@ void Checkpoint::finalize() {
       items.push_back(WeightTensor{&entry(*chosen), &shards[chosen->shard]});
     }
   } else {
+    if (index) index->positions.clear();
     items.reserve(tensors_by_name.size());
     uint32_t ordinal = 0;
     for (uint32_t si = 0; si < shards.size(); ++si)

@@ -22,6 +22,7 @@
 #include "io/json_scan.h"
 #include "io/limits.h"
 #include "io/string_arena.h"
+#include "util/parallel.h"
 
 namespace ckpt {
 
@@ -67,8 +68,10 @@ struct IndexStorage {
   std::deque<std::string> owned;  // deque: elements never move, so views into them stay valid
   std::string_view keep(std::string_view s) { return owned.emplace_back(s); }
 
-  // The fast path: names and shard file names copied out of the read buffer.
+  // The fast path: names no shard holds, and shard file names, copied out of the read buffer
+  // (one arena per reading thread).
   io::StringArena packed{512u << 10};
+  io::StringArena packed_tail{512u << 10};
 };
 
 // Appends weight_map entries: each name as given, each shard file name interned into
@@ -80,6 +83,12 @@ class EntryInterner {
   explicit EntryInterner(ShardIndex& idx) : idx_(idx) {}
   template <class Keep>
   void add(std::string_view name, std::string_view file, const Keep& keep) {
+    idx_.names.push_back(name);
+    add_file(file, keep);
+  }
+  // The shard file of the next entry, whose name the caller appends itself.
+  template <class Keep>
+  void add_file(std::string_view file, const Keep& keep) {
     if (idx_.file_of.empty() || file != prev_) {
       auto it = ids_.find(file);
       if (it == ids_.end()) {
@@ -90,7 +99,6 @@ class EntryInterner {
       prev_id_ = it->second;
       prev_ = idx_.files[prev_id_];
     }
-    idx_.names.push_back(name);
     idx_.file_of.push_back(prev_id_);
   }
 
@@ -110,59 +118,76 @@ class EntryInterner {
 // key, invalid JSON or UTF-8, nesting deeper than 64, one entry or top-level value longer than
 // the buffer); the caller then reads the whole file and takes the general simdjson path, which
 // also locates errors.
+//
+// Names are resolved against the table of the shards' tensors as they are read: a name a shard
+// holds views that shard's copy, so only names no shard holds are copied.
+//
+// A large index is read by two scanners at once: the second starts at `start`, a line start
+// inside weight_map chosen by guess (JSON strings hold no raw newline), and reads the entries
+// from there to the end; the first reads from the beginning and hands over when it reaches
+// that offset at the start of a weight_map entry (`handover_at`), which proves the guess.
+// Otherwise the first reads the whole file and the second's work is dropped.
 class FastIndexScanner : io::JsonCursor {
  public:
-  FastIndexScanner(const io::ReadOnlyFile& file, ShardIndex& idx, IndexStorage& storage, size_t buffer_bytes)
+  FastIndexScanner(const io::ReadOnlyFile& file, ShardIndex& idx, io::StringArena& arena, size_t buffer_bytes,
+                   const TensorTable& table, uint64_t start = 0, uint64_t handover_at = 0)
       : JsonCursor(nullptr, nullptr),
         buffer_size_(std::max<size_t>(64, buffer_bytes)),
         margin_(buffer_size_ / 4),
         file_(file),
         idx_(idx),
-        storage_(storage),
+        arena_(arena),
+        table_(table),
+        start_(start),
+        handover_at_(handover_at),
         buf_(new char[buffer_size_]) {
     p_ = end_ = pending_end_ = buf_.get();
+    read_to_ = start;
   }
   const std::string& read_error() const { return read_error_; }
+  bool handed_over() const { return handed_over_; }
+  bool saw_metadata() const { return saw_meta_; }
 
   bool run() {
     if (!refill()) return false;
-    ws();
-    if (!eat('{')) return false;
-    ws();
-    bool saw_meta = false, saw_wm = false;
-    if (!eat('}')) {
-      for (;;) {
-        if (!refill()) return false;
-        std::string_view key;
-        if (!plain_string(key)) return false;
-        ws();
-        if (!eat(':')) return false;
-        ws();
-        if (key == "weight_map") {
-          if (saw_wm || !weight_map()) return false;
-          saw_wm = true;
-        } else {
-          const bool is_metadata = key == "metadata";  // `key` views the buffer refill() moves
-          // A top-level value other than weight_map is scanned whole from the buffer.
-          if (!refill()) return false;
-          const char* begin = p_;
-          if (!skip_value(0)) return false;
-          if (is_metadata) {
-            if (saw_meta) return false;
-            saw_meta = true;
-            metadata_.assign(begin, p_);
-          }
-        }
-        if (!refill()) return false;
-        ws();
-        if (eat(',')) {
-          ws();
-          continue;
-        }
-        if (!eat('}')) return false;
-        break;
-      }
+    bool saw_wm = false;
+    int next;  // after a member: 0 invalid, 1 another member follows, 2 the object ended
+    if (start_ > 0) {  // the second scanner: inside weight_map, at an entry
+      if (!entries()) return false;
+      saw_wm = true;
+      next = after_member();
+    } else {
+      ws();
+      if (!eat('{')) return false;
+      ws();
+      next = eat('}') ? 2 : 1;
     }
+    while (next == 1) {
+      if (!refill()) return false;
+      std::string_view key;
+      if (!plain_string(key)) return false;
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      if (key == "weight_map") {
+        if (saw_wm || !weight_map()) return false;
+        saw_wm = true;
+        if (handed_over_) return true;
+      } else {
+        const bool is_metadata = key == "metadata";  // `key` views the buffer refill() moves
+        // A top-level value other than weight_map is scanned whole from the buffer.
+        if (!refill()) return false;
+        const char* begin = p_;
+        if (!skip_value(0)) return false;
+        if (is_metadata) {
+          if (saw_meta_) return false;
+          saw_meta_ = true;
+          metadata_.assign(begin, p_);
+        }
+      }
+      next = after_member();
+    }
+    if (next != 2) return false;
     for (;;) {  // only whitespace may follow, however much of it
       ws();
       if (p_ != end_) return false;
@@ -178,6 +203,15 @@ class FastIndexScanner : io::JsonCursor {
   const std::string& metadata() const { return metadata_; }
 
  private:
+  int after_member() {
+    if (!refill()) return 0;
+    ws();
+    if (eat(',')) {
+      ws();
+      return 1;
+    }
+    return eat('}') ? 2 : 0;
+  }
   static bool hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
   bool any_string() {
     if (!eat('"')) return false;
@@ -272,30 +306,58 @@ class FastIndexScanner : io::JsonCursor {
     ++p_;
     ws();
     if (eat('}')) return true;
+    return entries();
+  }
+  // weight_map's entries, from the cursor (at an entry) through the closing brace; or up to
+  // handover_at_, where the second scanner took over.
+  bool entries() {
     map_begin_ = file_offset(p_);
     idx_.names.reserve(kSampleEntries);
-    idx_.name_hashes.reserve(kSampleEntries);
+    idx_.positions.reserve(kSampleEntries);
     idx_.file_of.reserve(kSampleEntries);
     EntryInterner interner(idx_);
-    auto pack = [this](std::string_view s) { return storage_.packed.copy(s); };
+    auto pack = [this](std::string_view s) { return arena_.copy(s); };
     for (;;) {
       if (end_ - p_ < static_cast<ptrdiff_t>(margin_) && !refill()) return false;
+      if (handover_at_ && file_offset(p_) == handover_at_) {
+        flush();
+        handed_over_ = true;
+        return true;
+      }
       std::string_view k, v;
       if (!plain_string(k)) return false;
       ws();
       if (!eat(':')) return false;
       ws();
       if (!plain_string(v)) return false;
-      interner.add(pack(k), v, pack);
-      idx_.name_hashes.push_back(hash_name(k));  // while the name is in cache
-      if (idx_.names.size() == kSampleEntries) reserve_from_density();
+      pending_.push_back(Pending{k, hash_name(k)});  // hashed while the name is in cache
+      interner.add_file(v, pack);
+      if (idx_.file_of.size() == kSampleEntries) reserve_from_density();
       ws();
       if (eat(',')) {
         ws();
         continue;
       }
-      return eat('}');
+      if (!eat('}')) return false;
+      flush();
+      return true;
     }
+  }
+  // Resolves the names read since the last flush (views into the buffer, so before every
+  // refill): a batch of lookups can prefetch ahead, where one at a time each would wait on
+  // its misses.
+  void flush() {
+    const size_t n = pending_.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + 3 * kLookAhead < n) table_.prefetch_bucket(pending_[i + 3 * kLookAhead].hash);
+      if (i + 2 * kLookAhead < n) table_.prefetch_entry(pending_[i + 2 * kLookAhead].hash);
+      if (i + kLookAhead < n) table_.prefetch_name(pending_[i + kLookAhead].hash);
+      const Pending& e = pending_[i];
+      const uint32_t pos = table_.position(e.name, e.hash);
+      idx_.names.push_back(pos == NameIndex::npos ? arena_.copy(e.name) : table_.entry_at(pos).name);
+      idx_.positions.push_back(pos);
+    }
+    pending_.clear();
   }
 
   // The entry vectors are sized once kSampleEntries entries have shown the bytes per entry,
@@ -305,10 +367,11 @@ class FastIndexScanner : io::JsonCursor {
     const uint64_t used = file_offset(p_) - map_begin_;
     if (used == 0) return;
     const uint64_t per = std::max<uint64_t>(1, used / kSampleEntries);
-    const uint64_t n = (file_.size() - map_begin_) / per;
+    const uint64_t stop = handover_at_ > map_begin_ ? handover_at_ : file_.size();
+    const uint64_t n = (stop - map_begin_) / per;
     const size_t want = static_cast<size_t>(n + n / 16 + 16);
     idx_.names.reserve(want);
-    idx_.name_hashes.reserve(want);
+    idx_.positions.reserve(want);
     idx_.file_of.reserve(want);
   }
   bool drained() const { return eof_ && end_ == pending_end_; }
@@ -316,6 +379,7 @@ class FastIndexScanner : io::JsonCursor {
   // file's end, end_ stops after the last byte below 0x80, so the scanner never sees a UTF-8
   // sequence the read cut in two; every byte before end_ has been validated.
   bool refill() {
+    flush();
     if (drained()) return true;
     const size_t carried = static_cast<size_t>(pending_end_ - p_);
     const size_t checked = static_cast<size_t>(end_ - p_);
@@ -343,7 +407,16 @@ class FastIndexScanner : io::JsonCursor {
   uint64_t map_begin_ = 0;  // file offset of weight_map's first entry
   const io::ReadOnlyFile& file_;
   ShardIndex& idx_;
-  IndexStorage& storage_;
+  io::StringArena& arena_;
+  const TensorTable& table_;
+  const uint64_t start_, handover_at_;
+  bool handed_over_ = false, saw_meta_ = false;
+  static constexpr size_t kLookAhead = 16;
+  struct Pending {
+    std::string_view name;  // views the buffer until the next refill
+    uint64_t hash;
+  };
+  std::vector<Pending> pending_;
   std::unique_ptr<char[]> buf_;
   const char* pending_end_ = nullptr;  // the end of the bytes read (end_ may stop short of it)
   uint64_t read_to_ = 0;               // file offset of the byte after those read
@@ -366,7 +439,43 @@ void read_total_size(simdjson::dom::element meta, ShardIndex& idx) {
     idx.total_size = static_cast<uint64_t>(d);
 }
 
-void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx, size_t buffer_bytes) {
+// Where a second scanner may start reading a large index: the first line start after the
+// middle, at its first non-blank byte, if that is a quote (an entry's key, if the guess that the
+// middle falls inside weight_map holds; the first scanner checks it). 0: no such place.
+uint64_t split_point(const io::ReadOnlyFile& f) {
+  constexpr size_t kWindow = 64u << 10;
+  std::unique_ptr<char[]> buf(new char[kWindow]);
+  const uint64_t at = f.size() / 2;
+  const int64_t got = f.read_at(at, buf.get(), kWindow);
+  if (got <= 0) return 0;
+  const std::string_view w(buf.get(), static_cast<size_t>(got));
+  size_t i = w.find('\n');
+  if (i == std::string_view::npos) return 0;
+  i = w.find_first_not_of(" \t\r\n", i);
+  return i != std::string_view::npos && w[i] == '"' ? at + i : 0;
+}
+
+// Appends the second scanner's entries; its shard file ids are renumbered into the first's, so
+// ids stay in first-mention order over the whole file.
+void append_entries(ShardIndex& idx, const ShardIndex& tail) {
+  std::unordered_map<std::string_view, uint32_t> id;
+  for (uint32_t i = 0; i < idx.files.size(); ++i) id.emplace(idx.files[i], i);
+  std::vector<uint32_t> renumber(tail.files.size());
+  for (uint32_t j = 0; j < tail.files.size(); ++j) {
+    auto [it, fresh] = id.emplace(tail.files[j], static_cast<uint32_t>(idx.files.size()));
+    if (fresh) idx.files.push_back(tail.files[j]);
+    renumber[j] = it->second;
+  }
+  idx.names.insert(idx.names.end(), tail.names.begin(), tail.names.end());
+  idx.positions.insert(idx.positions.end(), tail.positions.begin(), tail.positions.end());
+  idx.file_of.reserve(idx.file_of.size() + tail.file_of.size());
+  for (uint32_t f : tail.file_of) idx.file_of.push_back(renumber[f]);
+}
+
+// Reads the index after the shards: `table` holds their tensors. An index of at least
+// `split_min_bytes` (0: never) is read by two threads (see FastIndexScanner).
+void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx, size_t buffer_bytes,
+                 const TensorTable& table, uint64_t split_min_bytes) {
   idx.json.file = rel;
   idx.json.present = true;
   io::ReadOnlyFile f;
@@ -378,14 +487,38 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx, s
   }
   {
     auto packed = std::make_shared<IndexStorage>();
-    FastIndexScanner fast(f, idx, *packed, buffer_bytes);
-    if (fast.run()) {
-      if (!fast.metadata().empty()) {
-        auto r = json::parse(fast.metadata(), limits::kMaxJsonDepth);
+    const uint64_t split = split_min_bytes && f.size() >= split_min_bytes ? split_point(f) : 0;
+    FastIndexScanner fast(f, idx, packed->packed, buffer_bytes, table, 0, split);
+    ShardIndex tail_idx;
+    std::optional<FastIndexScanner> tail;
+    bool ok = false, tail_ok = false;
+    if (split) tail.emplace(f, tail_idx, packed->packed_tail, buffer_bytes, table, split, 0);
+    parallel::run(split ? 2 : 1, 2, [&](size_t part) {
+      if (part == 0) ok = fast.run();
+      else tail_ok = tail->run();
+    });
+    const FastIndexScanner* with_metadata = &fast;
+    if (ok && fast.handed_over()) {
+      // The second scanner read the rest; a "metadata" key on both sides of weight_map is a
+      // repeat (the general path reports it).
+      ok = tail_ok && !(fast.saw_metadata() && tail->saw_metadata());
+      if (ok) {
+        append_entries(idx, tail_idx);
+        idx.read_in_two = true;
+        if (tail->saw_metadata()) with_metadata = &*tail;
+      } else if (!tail->read_error().empty()) {
+        idx.json.error = json::ParseError{"cannot read: " + tail->read_error(), 0, 0, 0};
+        return;
+      }
+    }
+    if (ok) {
+      if (!with_metadata->metadata().empty()) {
+        auto r = json::parse(with_metadata->metadata(), limits::kMaxJsonDepth);
         if (r.ok()) idx.json.value = json::Value(json::Object{{"metadata", r.value}});
         simdjson::dom::parser small;
         simdjson::dom::element meta;
-        if (small.parse(simdjson::padded_string(fast.metadata())).get(meta) == simdjson::SUCCESS) read_total_size(meta, idx);
+        if (small.parse(simdjson::padded_string(with_metadata->metadata())).get(meta) == simdjson::SUCCESS)
+          read_total_size(meta, idx);
       }
       idx.storage = std::move(packed);
       return;
@@ -584,6 +717,7 @@ void scan_cache_state(Checkpoint& ck) {
 }  // namespace
 
 LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
+  if (opts.threads != 1) parallel::warm_up();  // helpers start while the target is located
   LoadResult result;
   Checkpoint ck;
   ck.target = target;
@@ -712,11 +846,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     shard_files.push_back(&f);
   }
   if (index_entry && index_entry->readable()) {
-    ck.index.emplace();
-    ShardIndex* idx = &*ck.index;
-    tasks.emplace_back([idx, index_entry, buffer = opts.index_buffer_bytes] {
-      parse_index(index_entry->abs, index_entry->rel, *idx, buffer);
-    });
+    ck.index.emplace();  // read below, once the shards' tensors are known
   } else if (index_entry) {
     ck.index.emplace();
     ck.index->json.file = index_entry->rel;
@@ -768,15 +898,19 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
 
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, static_cast<unsigned>(tasks.size()));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < tasks.size();) tasks[i]();
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  parallel::run(tasks.size(), threads, [&](size_t i) { tasks[i](); });
   timings::mark("load: parse (parallel)");
+
+  // The index is read last, against a table of every shard's tensors: a name a shard holds is
+  // then not stored twice (on a VM, memory touched for the first time is the largest cost).
+  if (ck.index && index_entry->readable()) {
+    ck.tensors_by_name.build(ck.shards);
+    timings::mark("load: tensor table");
+    const unsigned cores = opts.threads ? opts.threads : std::thread::hardware_concurrency();
+    parse_index(index_entry->abs, index_entry->rel, *ck.index, opts.index_buffer_bytes, ck.tensors_by_name,
+                cores > 1 ? opts.index_split_min_bytes : 0);
+    timings::mark("load: index");
+  }
 
   // Shards in subdirectories join only because the index names them (rare: parsed after).
   if (ck.index) {

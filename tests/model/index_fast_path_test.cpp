@@ -3,6 +3,8 @@
 // spellings: identical results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "ckpt/checkpoint.h"
 #include "ckpt/safetensors.h"
 #include "test_support.h"
@@ -24,7 +26,10 @@ std::string describe_index(const std::string& index_json, std::string* path = nu
   std::string s;
   const ShardIndex& idx = *ck.index;
   s += "error=" + std::string(idx.json.error ? idx.json.error->message : "") + " schema=" + idx.schema_error + "\n";
-  if (path) *path = idx.general_path ? "general" : "one-pass";
+  if (path) *path = idx.general_path ? "general" : idx.read_in_two ? "one-pass, two threads" : "one-pass";
+  s += "files=";
+  for (auto f : idx.files) s += std::string(f) + ",";
+  s += "\n";
   s += "total=" + (idx.total_size ? std::to_string(*idx.total_size) : std::string("none")) + "\n";
   for (size_t k = 0; k < idx.size(); ++k) {
     const auto [n, f] = idx.entry(k);
@@ -167,6 +172,101 @@ TEST(index_fast_path, long_entries_long_tails_and_bad_bytes_past_the_first_read)
   const std::string cut = describe_index(big_index(4000, 0, false).substr(0, kFirstRead + 1000));
   EXPECT_EQ(cut.find("error= "), std::string::npos) << cut.substr(0, 300);
   EXPECT_EQ(cut.find("error=\n"), std::string::npos) << cut.substr(0, 300);
+}
+
+// ---- a large index read by two threads (LoadOptions::index_split_min_bytes) ----
+
+LoadOptions split_always() {
+  LoadOptions o;
+  o.threads = 2;
+  o.index_split_min_bytes = 1;
+  return o;
+}
+LoadOptions split_never() {
+  LoadOptions o;
+  o.index_split_min_bytes = 0;
+  return o;
+}
+// The same index read by one thread and by two: identical; returns how the split read went.
+std::string split_agrees(const std::string& text, const std::string& what) {
+  std::string path_one, path_two;
+  const std::string one = describe_index(text, &path_one, split_never());
+  const std::string two = describe_index(text, &path_two, split_always());
+  EXPECT_EQ(two, one) << what;
+  EXPECT_NE(path_one, "one-pass, two threads") << what;
+  return path_two;
+}
+
+TEST(index_split_read, halves_meet_inside_weight_map) {
+  // Entries grouped by shard with a third shard file first named in the second half (file ids
+  // stay in first-mention order), and names repeated across the halves (duplicates found).
+  std::string text = big_index(6000, 0, false);
+  const size_t second_half = text.find("model.layers.4500.");
+  text.insert(text.rfind("\n", second_half) + 1,
+              "    \"x.w\": \"model-00003-of-00002.safetensors\",\n    \"z.w\": \"model-00002-of-00002.safetensors\",\n");
+  text.insert(text.find("\n", text.find("weight_map")) + 1, "    \"x.w\": \"model-00001-of-00002.safetensors\",\n");
+  EXPECT_EQ(split_agrees(text, "regular"), "one-pass, two threads");
+  const std::string two = describe_index(text, nullptr, split_always());
+  EXPECT_NE(two.find("files=model-00001-of-00002.safetensors,model-00002-of-00002.safetensors,model-00003-of-00002.safetensors,"),
+            std::string::npos) << two.substr(0, 300);
+  EXPECT_NE(two.find("dup x.w\n"), std::string::npos) << "a name in both halves is listed twice";
+  EXPECT_NE(two.find("total=15"), std::string::npos);
+  // Grouped by shard, as exports write them: the second half first names a file the first
+  // half met second, so its file ids must be renumbered.
+  std::string grouped;
+  size_t line_no = 0;
+  for (size_t b = 0, e; b < text.size(); b = e + 1, ++line_no) {
+    e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    std::string line = text.substr(b, e - b);
+    const size_t f = line.find("\"model-0000");
+    if (f != std::string::npos && line.find("x.w") == std::string::npos && line.find("z.w") == std::string::npos)
+      line.replace(f, 12, line_no < 2000 ? "\"model-00001" : "\"model-00002");
+    grouped += line + (e < text.size() ? "\n" : "");
+  }
+  EXPECT_EQ(split_agrees(grouped, "grouped by shard"), "one-pass, two threads");
+  // The same index through the general path (an escape in the second half): same result.
+  std::string path;
+  EXPECT_EQ(describe_index(big_index(6000, 0, true), &path, split_always()),
+            describe_index(big_index(6000, 0, false), nullptr, split_never()));
+  EXPECT_EQ(path, "general");
+}
+
+TEST(index_split_read, a_wrong_guess_is_read_by_one_thread) {
+  // The middle of the file inside a large pretty-printed metadata object before weight_map:
+  // its lines look like entries, but the first scanner never meets the second in weight_map.
+  std::string meta = "{\n  \"metadata\": {\n";
+  for (int i = 0; i < 8000; ++i) meta += "    \"k" + std::to_string(i) + "\": \"v\",\n";
+  meta += "    \"total_size\": 15\n  },\n  \"weight_map\": {\n    \"x.w\": \"model-00001-of-00002.safetensors\"\n  }\n}\n";
+  EXPECT_EQ(split_agrees(meta, "metadata in the middle"), "one-pass");
+  // Minified: no line to start at.
+  std::string flat = big_index(6000, 0, false);
+  flat.erase(std::remove(flat.begin(), flat.end(), '\n'), flat.end());
+  EXPECT_EQ(split_agrees(flat, "minified"), "one-pass");
+}
+
+TEST(index_split_read, faults_in_the_second_half_are_found_as_in_one_pass) {
+  const std::string base = big_index(6000, 0, false);
+  const size_t late = base.find(".down_proj", base.size() * 3 / 4);
+  std::string bad_byte = base;
+  bad_byte[late] = '\xFF';
+  split_agrees(bad_byte, "invalid UTF-8 late");
+  EXPECT_NE(describe_index(bad_byte, nullptr, split_always()).find("UTF-8"), std::string::npos);
+  split_agrees(base.substr(0, base.size() * 3 / 4), "cut in the second half");
+  split_agrees(base + "x", "garbage after the end");
+  std::string trailing_comma = base;
+  trailing_comma.insert(trailing_comma.rfind("\n  },"), ",");
+  split_agrees(trailing_comma, "trailing comma");
+  // "metadata" on both sides of weight_map, and weight_map twice: the general path reports.
+  std::string meta_twice = base;
+  meta_twice.insert(1, "\n  \"metadata\": {\"total_size\": 3},");
+  EXPECT_EQ(split_agrees(meta_twice, "metadata twice"), "general");
+  std::string map_twice = base;
+  map_twice.insert(map_twice.rfind('}'), ",\n  \"weight_map\": {}\n");
+  EXPECT_EQ(split_agrees(map_twice, "weight_map twice"), "general");
+  std::string not_string = base;
+  not_string.replace(not_string.find("\"model-0000", late), 36, "17");
+  EXPECT_EQ(split_agrees(not_string, "a number for a file name"), "general");
 }
 
 }  // namespace

@@ -123,7 +123,6 @@ TEST(tensor_table, index_entries_take_the_mapped_copy_and_report_repeats) {
   idx.files = {b.ck.shards[0].file, b.ck.shards[2].file};
   auto add = [&](std::string_view name, uint32_t file) {
     idx.names.push_back(name);
-    idx.name_hashes.push_back(hash_name(name));
     idx.file_of.push_back(file);
   };
   add("s0.1", 0);
