@@ -196,6 +196,7 @@ struct Header {
   uint64_t header_len = 0;   // N (0 when the prefix could not be read)
   bool framing_ok = false;   // length prefix and header bytes are readable
   bool parsed = false;       // header JSON parsed into entries
+  bool general_path = false; // read by simdjson: the one-pass scanner declined the spelling
   std::vector<TensorEntry> tensors;  // in header order
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<Problem> problems;

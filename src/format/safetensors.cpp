@@ -158,7 +158,7 @@ class FastHeaderScanner : io::JsonCursor {
       if (io::equals_literal(key, "__metadata__")) {
         if (saw_metadata_ || !metadata()) return false;
         saw_metadata_ = true;
-      } else if (!entry(key)) {
+      } else if (!compact_entry(key) && !entry(key)) {
         return false;
       }
       ws();
@@ -211,9 +211,11 @@ class FastHeaderScanner : io::JsonCursor {
       const unsigned n = stop ? static_cast<unsigned>(__builtin_ctzll(stop)) / 8 : 8;  // n >= 1 here
       v = eight_digits(d << (8 * (8 - n)));
       p += n;
+      if (n < 8) goto digits_done;  // the number ended inside the word
     }
     while (p < e && p - b <= 19 && static_cast<unsigned char>(*p - '0') <= 9) v = v * 10 + static_cast<uint64_t>(*p++ - '0');
     if (p - b > 19) return false;
+  digits_done:
     if (p < e && (*p == '.' || *p == 'e' || *p == 'E')) return false;
     p_ = p;
     out = v;
@@ -247,6 +249,54 @@ class FastHeaderScanner : io::JsonCursor {
       return eat('}');
     }
   }
+  // A header repeats a few dtypes (weights and their scales alternate): two remembered.
+  bool dtype_of(std::string_view written, DType& out) {
+    if (!recent_dtype_name_[0].empty() && io::short_equal(written, recent_dtype_name_[0])) {
+      out = recent_dtype_[0];
+    } else if (!recent_dtype_name_[1].empty() && io::short_equal(written, recent_dtype_name_[1])) {
+      out = recent_dtype_[1];
+    } else {
+      auto d = dtype_from_name(written);
+      if (!d) return false;
+      out = *d;
+      recent_dtype_name_[1] = recent_dtype_name_[0];
+      recent_dtype_[1] = recent_dtype_[0];
+      recent_dtype_name_[0] = written;
+      recent_dtype_[0] = *d;
+    }
+    return true;
+  }
+  // The spelling nearly every writer produces, {"dtype":"..","shape":[..],"data_offsets":[a,b]}
+  // with no whitespace, matched piece by piece without the per-character whitespace and field
+  // dispatch of entry(); anything else leaves the cursor where it was, and entry() reads it.
+  bool compact_entry(std::string_view name) {
+    const char* const start = p_;
+    auto decline = [&] {
+      p_ = start;
+      return false;
+    };
+    TensorEntry t;
+    std::string_view written;
+    if (!literal_here("{\"dtype\":") || !plain_string(written) || !dtype_of(written, t.dtype) ||
+        !literal_here(",\"shape\":["))
+      return decline();
+    if (!eat(']')) {
+      for (;;) {
+        uint64_t v;
+        if (!number(v) || t.shape.size() >= limits::kMaxTensorRank) return decline();
+        t.shape.push_back(v);
+        if (eat(',')) continue;
+        if (!eat(']')) return decline();
+        break;
+      }
+    }
+    if (!literal_here(",\"data_offsets\":[") || !number(t.begin) || !eat(',') || !number(t.end) || !literal_here("]}"))
+      return decline();
+    t.name = name;
+    t.name_hash = hash_name(name);
+    h_.tensors.push_back(std::move(t));
+    return true;
+  }
   bool entry(std::string_view name) {
     if (!eat('{')) return false;
     TensorEntry t;
@@ -274,21 +324,7 @@ class FastHeaderScanner : io::JsonCursor {
       ws();
       if (kind == kDtype && !have_dt) {
         std::string_view written;
-        if (!plain_string(written)) return false;
-        // A header repeats a few dtypes (weights and their scales alternate): two remembered.
-        if (!recent_dtype_name_[0].empty() && io::short_equal(written, recent_dtype_name_[0])) {
-          t.dtype = recent_dtype_[0];
-        } else if (!recent_dtype_name_[1].empty() && io::short_equal(written, recent_dtype_name_[1])) {
-          t.dtype = recent_dtype_[1];
-        } else {
-          auto d = dtype_from_name(written);
-          if (!d) return false;
-          t.dtype = *d;
-          recent_dtype_name_[1] = recent_dtype_name_[0];
-          recent_dtype_[1] = recent_dtype_[0];
-          recent_dtype_name_[0] = written;
-          recent_dtype_[0] = *d;
-        }
+        if (!plain_string(written) || !dtype_of(written, t.dtype)) return false;
         have_dt = true;
       } else if (kind == kShape && !have_shape) {
         if (!eat('[')) return false;
@@ -408,6 +444,7 @@ static Header parse_header_padded(std::span<const std::byte> prefix, uint64_t fi
     h.tensors.clear();
     h.metadata.clear();
   }
+  h.general_path = true;
 
   thread_local simdjson::dom::parser parser;
   simdjson::dom::element root;

@@ -40,13 +40,17 @@ inline const char* find_string_stop(const char* p, const char* end) {
 // constant: the field names of a header, compared hundreds of thousands of times).
 template <size_t K>
 [[gnu::always_inline]] inline bool same_bytes(const char* p, const char* lit) {
-  if constexpr (K >= 8 && K <= 16) {
-    uint64_t a0, a1, b0, b1;
-    std::memcpy(&a0, p, 8);
-    std::memcpy(&b0, lit, 8);
-    std::memcpy(&a1, p + K - 8, 8);
-    std::memcpy(&b1, lit + K - 8, 8);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  if constexpr (K >= 8) {
+    uint64_t diff = 0;
+    for (size_t at = 0;; at += 8) {  // whole words, the last one overlapping the one before
+      const size_t o = at + 8 <= K ? at : K - 8;
+      uint64_t a, b;
+      std::memcpy(&a, p + o, 8);
+      std::memcpy(&b, lit + o, 8);
+      diff |= a ^ b;
+      if (o + 8 >= K) break;
+    }
+    return diff == 0;
   } else if constexpr (K >= 4 && K < 8) {
     uint32_t a0, a1, b0, b1;
     std::memcpy(&a0, p, 4);
@@ -84,6 +88,13 @@ class JsonCursor {
     if (p_ == end_ || *p_ != '"') return false;  // an escape or a control character
     out = std::string_view(b, static_cast<size_t>(p_ - b));
     ++p_;
+    return true;
+  }
+  // `lit` (without its terminating NUL) at the cursor: consumed, true. Otherwise nothing is.
+  template <size_t N>
+  bool literal_here(const char (&lit)[N]) {
+    if (static_cast<size_t>(end_ - p_) < N - 1 || !same_bytes<N - 1>(p_, lit)) return false;
+    p_ += N - 1;
     return true;
   }
   // `"lit"` at the cursor: consumed, true. Otherwise nothing is consumed.

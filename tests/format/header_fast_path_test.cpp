@@ -65,6 +65,22 @@ TEST(header_fast_path, regular_and_irregular_spellings_agree) {
   EXPECT_NE(spaced_desc.find("problem " + std::to_string(static_cast<int>(st::Rule::LeadingWhitespace))), std::string::npos);
   EXPECT_EQ(spaced_desc.substr(0, want.size()), want);
   EXPECT_EQ(describe(parse(extra_field, 16)), want);
+  EXPECT_FALSE(parse(regular, 16).general_path);
+  EXPECT_TRUE(parse(escaped_meta, 16).general_path);
+  // Entries that match the compact spelling only part of the way (a space late in the entry, a
+  // field order that differs after dtype): the scanner gives up on the compact form there and
+  // reads the entry field by field, with the same result.
+  for (const char* b_weight : {R"({"dtype":"BF16","shape":[2,3],"data_offsets":[0,12] })",
+                               R"({"dtype":"BF16","shape":[2,3],"data_offsets":[0, 12]})",
+                               R"({"dtype":"BF16","shape":[2, 3],"data_offsets":[0,12]})",
+                               R"({"dtype":"BF16","data_offsets":[0,12],"shape":[2,3]})",
+                               R"({"dtype": "BF16","shape":[2,3],"data_offsets":[0,12]})"}) {
+    const std::string late = R"({"__metadata__":{"format":"pt"},"b.weight":)" + std::string(b_weight) +
+                             R"(,"a.bias":{"dtype":"F32","shape":[],"data_offsets":[12,16]},"z":{"dtype":"F4","shape":[0],"data_offsets":[16,16]}})";
+    const st::Header h = parse(late, 16);
+    EXPECT_EQ(describe(h), want) << b_weight;
+    EXPECT_FALSE(h.general_path) << b_weight;
+  }
 }
 
 TEST(header_fast_path, escaped_names_are_unescaped) {
