@@ -4,8 +4,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace ckpt::parallel {
@@ -46,16 +48,33 @@ class Pool {
     wake_.notify_all();
     size_t i;
     while (claim(i)) {
-      task(i);
+      run_one(task, i);
       pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
     while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+    // Every task has finished (nothing still reads the caller's frame): now a failure may leave.
+    std::exception_ptr failure;
+    {
+      std::lock_guard<std::mutex> lk(failure_mutex_);
+      failure = std::exchange(failure_, nullptr);
+    }
+    if (failure) std::rethrow_exception(failure);
   }
 
  private:
   static constexpr size_t kMaxTasks = size_t{1} << 31;
   static constexpr auto kSpin = std::chrono::milliseconds(5);
 
+  // A task that throws must not unwind past the others still running: the first exception is
+  // kept and rethrown by run() once all have finished.
+  void run_one(const std::function<void(size_t)>& task, size_t i) {
+    try {
+      task(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(failure_mutex_);
+      if (!failure_) failure_ = std::current_exception();
+    }
+  }
   bool work_available() const {
     const uint64_t c = claims_.load(std::memory_order_acquire);
     return (c & 0xffffffffu) < (c >> 32);
@@ -74,7 +93,7 @@ class Pool {
     for (;;) {
       size_t i;
       if (id < helpers_allowed_.load(std::memory_order_relaxed) && claim(i)) {
-        (*task_.load(std::memory_order_acquire))(i);
+        run_one(*task_.load(std::memory_order_acquire), i);
         pending_.fetch_sub(1, std::memory_order_acq_rel);
         idle_since = std::chrono::steady_clock::now();
         continue;
@@ -96,6 +115,8 @@ class Pool {
   std::atomic<unsigned> helpers_allowed_{0};
   std::mutex sleep_mutex_;
   std::condition_variable wake_;
+  std::mutex failure_mutex_;
+  std::exception_ptr failure_;
 };
 
 Pool& pool() {

@@ -13,8 +13,9 @@ namespace ckpt::parallel {
 
 // Runs task(0) .. task(n - 1), each exactly once, on the calling thread and up to
 // `threads - 1` helper threads; returns when all have finished. threads <= 1 runs them in
-// order on the caller. Tasks must not throw. A call made while another is running (from a
-// task, or from another thread) runs its tasks on its own caller.
+// order on the caller. If tasks throw, the first exception is rethrown once every task has
+// finished. A call made while another is running (from a task, or from another thread) runs
+// its tasks on its own caller.
 void run(size_t n, unsigned threads, const std::function<void(size_t)>& task);
 
 // Starts the helpers now, so that the first run() finds them awake. Helpers wait for work
