@@ -110,10 +110,10 @@ class EntryInterner {
 };
 
 // One pass over a regular index, read through a small buffer reused chunk by chunk: strings in
-// weight_map without escapes (names packed into the storage, shard file names interned as
-// they come), other values skipped with full JSON validation. Only the names stay in memory,
-// about half of the file's bytes: memory touched for the first time is the largest cost of
-// verifying a 160-shard checkpoint on a VM (bench/README.md, "Verify").
+// weight_map without escapes (shard file names interned as they come), other values skipped
+// with full JSON validation. Nothing of the file's bytes stays in memory but the names no
+// shard holds and the shard file names: memory touched for the first time is the largest
+// cost of verifying a 160-shard checkpoint on a VM (bench/README.md, "Verify").
 // Returns false on anything it does not handle (escapes in weight_map, a repeated top-level
 // key, invalid JSON or UTF-8, nesting deeper than 64, one entry or top-level value longer than
 // the buffer); the caller then reads the whole file and takes the general simdjson path, which
