@@ -9,21 +9,44 @@
 
 namespace ckpt {
 
+// Tensor names are 30-100 bytes and every one is hashed twice per run (header and index): the
+// words are mixed in two independent lanes (the multiplies overlap), the last partial word is
+// read as the final 8 bytes of the name (no variable-length copy), and a full 64-bit finalizer
+// spreads every input bit over the slot bits (low) and the tag bits (high) alike.
 inline uint64_t hash_name(std::string_view s) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ (s.size() * 0xff51afd7ed558ccdull);
-  size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
+  const char* p = s.data();
+  const size_t n = s.size();
+  auto word = [](const char* q) {
     uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
+    std::memcpy(&w, q, 8);
+    return w;
+  };
+  uint64_t a = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull), b = 0xC2B2AE3D27D4EB4Full;
+  if (n >= 8) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      a = (a ^ word(p + i)) * 0xbf58476d1ce4e5b9ull;
+      b = (b ^ word(p + i + 8)) * 0x94d049bb133111ebull;
+      a ^= a >> 31;
+      b ^= b >> 29;
+    }
+    if (i + 8 <= n) {
+      a = (a ^ word(p + i)) * 0xbf58476d1ce4e5b9ull;
+      a ^= a >> 31;
+      i += 8;
+    }
+    if (i < n) b = (b ^ word(p + n - 8)) * 0x94d049bb133111ebull;  // overlaps bytes already mixed
+  } else {
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; ++i) w |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+    b ^= w * 0x94d049bb133111ebull;
   }
-  uint64_t w = 0;
-  std::memcpy(&w, s.data() + i, s.size() - i);
-  h = (h ^ w) * 0x94d049bb133111ebull;
-  h ^= h >> 29;
-  h *= 0xbf58476d1ce4e5b9ull;
-  return h ^ (h >> 32);
+  uint64_t h = a ^ (b + (b << 23) + (b >> 41));
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
 
 class NameIndex {
