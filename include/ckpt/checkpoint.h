@@ -187,20 +187,14 @@ class TensorTable {
     return bases_[l.shard][l.entry];
   }
 
-  // Three steps, each a few iterations after the previous has had time to land: the bucket,
-  // then the entry its first matching slot names, then that entry's name bytes.
+  // For batches of lookups, in steps some iterations apart so each has landed before the next:
+  // prefetch_bucket(hash); then candidate(hash), the position of the first slot whose tag
+  // matches (NameIndex::npos if none; usually the answer, never a wrong one once its name is
+  // compared), whose entry and name the caller prefetches; then compare, or call position().
   void prefetch_bucket(uint64_t hash) const { index_.prefetch(hash); }
-  void prefetch_entry(uint64_t hash) const {
-    if (const uint32_t pos = candidate(hash); pos != NameIndex::npos) __builtin_prefetch(&entry_at(pos));
-  }
-  void prefetch_name(uint64_t hash) const {
-    if (const uint32_t pos = candidate(hash); pos != NameIndex::npos) __builtin_prefetch(entry_at(pos).name.data());
-  }
+  uint32_t candidate(uint64_t hash) const { return index_.first_candidate(hash); }
 
  private:
-  uint32_t candidate(uint64_t hash) const {
-    return index_.first_candidate(hash);
-  }
   auto name_at() const {
     return [this](uint32_t ordinal) { return entry_at(ordinal).name; };
   }

@@ -330,7 +330,7 @@ class FastIndexScanner : io::JsonCursor {
       if (!eat(':')) return false;
       ws();
       if (!plain_string(v)) return false;
-      pending_.push_back(Pending{k, hash_name(k)});  // hashed while the name is in cache
+      pending_.push_back(Pending{k, hash_name(k), NameIndex::npos, nullptr});  // hashed while the name is in cache
       interner.add_file(v, pack);
       if (idx_.file_of.size() == kSampleEntries) reserve_from_density();
       ws();
@@ -350,11 +350,26 @@ class FastIndexScanner : io::JsonCursor {
     const size_t n = pending_.size();
     for (size_t i = 0; i < n; ++i) {
       if (i + 3 * kLookAhead < n) table_.prefetch_bucket(pending_[i + 3 * kLookAhead].hash);
-      if (i + 2 * kLookAhead < n) table_.prefetch_entry(pending_[i + 2 * kLookAhead].hash);
-      if (i + kLookAhead < n) table_.prefetch_name(pending_[i + kLookAhead].hash);
+      if (i + 2 * kLookAhead < n) {
+        Pending& later = pending_[i + 2 * kLookAhead];
+        later.candidate = table_.candidate(later.hash);
+        if (later.candidate != NameIndex::npos) {
+          later.entry = &table_.entry_at(later.candidate);
+          __builtin_prefetch(later.entry);
+        }
+      }
+      if (i + kLookAhead < n && pending_[i + kLookAhead].entry) __builtin_prefetch(pending_[i + kLookAhead].entry->name.data());
       const Pending& e = pending_[i];
-      const uint32_t pos = table_.position(e.name, e.hash);
-      idx_.names.push_back(pos == NameIndex::npos ? arena_.copy(e.name) : table_.entry_at(pos).name);
+      uint32_t pos;
+      std::string_view kept;
+      if (e.entry && e.entry->name == e.name) {  // the first slot with this tag: almost always
+        pos = e.candidate;
+        kept = e.entry->name;
+      } else {
+        pos = table_.position(e.name, e.hash);
+        kept = pos == NameIndex::npos ? arena_.copy(e.name) : table_.entry_at(pos).name;
+      }
+      idx_.names.push_back(kept);
       idx_.positions.push_back(pos);
     }
     pending_.clear();
@@ -415,6 +430,8 @@ class FastIndexScanner : io::JsonCursor {
   struct Pending {
     std::string_view name;  // views the buffer until the next refill
     uint64_t hash;
+    uint32_t candidate = NameIndex::npos;     // set by flush() a few entries ahead
+    const st::TensorEntry* entry = nullptr;   // the candidate's entry
   };
   std::vector<Pending> pending_;
   std::unique_ptr<char[]> buf_;
