@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <optional>
 #include <cstring>
 #include <deque>
 #include <functional>
