@@ -376,14 +376,14 @@ class FastIndexScanner : io::JsonCursor {
   }
 
   // The entry vectors are sized once kSampleEntries entries have shown the bytes per entry,
-  // 1/16 over: an estimate from the file size alone left a fifth of them unused.
+  // 1/16 over: an estimate from the file size alone left a fifth of them unused. Sized to the
+  // file's end even when a second scanner reads the rest: its entries are appended here.
   uint64_t file_offset(const char* p) const { return read_to_ - static_cast<uint64_t>(pending_end_ - p); }
   void reserve_from_density() {
     const uint64_t used = file_offset(p_) - map_begin_;
     if (used == 0) return;
     const uint64_t per = std::max<uint64_t>(1, used / kSampleEntries);
-    const uint64_t stop = handover_at_ > map_begin_ ? handover_at_ : file_.size();
-    const uint64_t n = (stop - map_begin_) / per;
+    const uint64_t n = (file_.size() - map_begin_) / per;
     const size_t want = static_cast<size_t>(n + n / 16 + 16);
     idx_.names.reserve(want);
     idx_.positions.reserve(want);
@@ -485,7 +485,6 @@ void append_entries(ShardIndex& idx, const ShardIndex& tail) {
   }
   idx.names.insert(idx.names.end(), tail.names.begin(), tail.names.end());
   idx.positions.insert(idx.positions.end(), tail.positions.begin(), tail.positions.end());
-  idx.file_of.reserve(idx.file_of.size() + tail.file_of.size());
   for (uint32_t f : tail.file_of) idx.file_of.push_back(renumber[f]);
 }
 
