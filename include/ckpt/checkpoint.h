@@ -128,8 +128,9 @@ struct TensorLoc {
   uint32_t entry = 0;
 };
 
-// Every tensor name of a checkpoint and the shards that store it, built by
-// Checkpoint::finalize(). A name's position is the global ordinal of its first copy: shard s's
+// Every tensor name of a checkpoint and the shards that store it, built by the loader once the
+// shard headers are parsed (the index reader resolves names against it), or by
+// Checkpoint::finalize() when absent or stale. A name's position is the global ordinal of its first copy: shard s's
 // entry e is at (entries of shards before s) + e. The table keeps no per-name record of its own
 // (names and hashes are read from the shards' entries): for a 100k-tensor checkpoint it is one
 // 8-byte slot per bucket, and a side list for names stored more than once.
@@ -312,7 +313,8 @@ class Checkpoint {
   };
   const WeightMap& weights() const { return weights_; }
   // For each index weight_map entry (same order): its position in tensors_by_name, or
-  // NameIndex::npos when no shard holds the name. Resolved once by finalize().
+  // NameIndex::npos when no shard holds the name (ShardIndex::positions: resolved by the index
+  // reader, or by finalize() for the general path and when shards were added).
   const std::vector<uint32_t>& index_positions() const {
     static const std::vector<uint32_t> none;
     return index ? index->positions : none;

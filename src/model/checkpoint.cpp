@@ -5,10 +5,6 @@
 
 namespace ckpt {
 
-// Bulk loops over 100k names touch multi-megabyte tables at random; they prefetch what a name
-// some iterations later will read, so the misses overlap instead of queueing.
-static constexpr size_t kAhead = 16;
-
 TensorLoc TensorTable::loc_of(uint32_t ordinal) const {
   size_t f = block_start_[ordinal >> kBlockBits];
   while (first_[filled_[f] + 1] <= ordinal) ++f;  // that shard ends before the ordinal
@@ -60,6 +56,8 @@ void TensorTable::build(const std::vector<Shard>& shards) {
     const st::TensorEntry* es = bases_[s];
     const uint32_t n = first_[s + 1] - first_[s];
     for (uint32_t e = 0; e < n; ++e) {
+      // The table is written at random: prefetching a later name's bucket overlaps the misses.
+      constexpr size_t kAhead = NameIndex::kPrefetchAhead;
       if (e + kAhead < n) index_.prefetch(es[e + kAhead].name_hash);
       const uint32_t ordinal = first_[s] + e;
       const uint32_t got = index_.insert(es[e].name, es[e].name_hash, ordinal, name_of);

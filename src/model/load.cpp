@@ -426,7 +426,7 @@ class FastIndexScanner : io::JsonCursor {
   const TensorTable& table_;
   const uint64_t start_, handover_at_;
   bool handed_over_ = false, saw_meta_ = false;
-  static constexpr size_t kLookAhead = 16;
+  static constexpr size_t kLookAhead = NameIndex::kPrefetchAhead;
   struct Pending {
     std::string_view name;  // views the buffer until the next refill
     uint64_t hash;
