@@ -77,6 +77,17 @@ class Template {
   // globals. Each entry is "line:column: what".
   std::vector<std::string> unsafe_accesses() const;
 
+  // Text the template can emit as written, found statically: its text outside tags and
+  // comments (raw blocks included), and the string constants of its {{ }} expressions and
+  // {% set %} values, except those only compared or tested (`role == '<|x|>'`). Comments
+  // never contribute. Positions are 1-based line:column in the normalized source.
+  struct EmittableText {
+    std::string text;
+    uint32_t line = 0, column = 0;
+    bool constant = false;  // a string constant (else template text)
+  };
+  std::vector<EmittableText> emittable_text() const;
+
   struct Impl;
   explicit Template(std::unique_ptr<Impl> impl);
 

@@ -53,8 +53,20 @@ struct CheckInput {
 // caller resolved). Emits TK codes into `sink`.
 void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& sink);
 
-// Literal special-token spellings a chat template emits (`<|im_start|>`, `<think>`, ...).
-std::vector<std::string> template_literal_tokens(std::string_view template_text);
+// Literal special-token spellings in a piece of text (`<|im_start|>`, `<think>`, ...).
+std::vector<std::string> template_literal_tokens(std::string_view text);
+
+// A special-token spelling a chat template can print as written (TK015 checks it is a token).
+struct TemplateLiteral {
+  std::string file;    // the file the template came from
+  std::string origin;  // how the template is named ("tokenizer_config.json: chat_template")
+  std::string literal;
+  uint32_t line = 0, column = 0;  // of the literal in the template source
+  std::string probe;   // the first load-time probe whose prompt contains it; empty: none did
+};
+// The literals of every chat template source of `ck`, from the parsed templates (text and
+// printed string constants, never comments), each with the probe that emitted it.
+std::vector<TemplateLiteral> emitted_template_literals(const Checkpoint& ck);
 
 // Number of pieces in a SentencePiece `tokenizer.model` (protobuf ModelProto field 1),
 // or nullopt when the bytes are not a well-formed ModelProto.

@@ -17,7 +17,7 @@ constexpr std::array<CheckInfo, 9> kCodes{{
     {"CT003", Severity::warning, "chat template fails only when tools are passed"},
     {"CT004", Severity::warning, "chat template fails with enable_thinking set"},
     {"CT005", Severity::warning, "chat template fails on a multi-turn tool conversation"},
-    {"CT006", Severity::warning, "delimiter-like text reaches the rendered prompt"},
+    {"CT006", Severity::error, "delimiter-like text reaches the rendered prompt"},
     {"CT007", Severity::info, "no chat template"},
     {"CT008", Severity::warning, "chat_template field is malformed"},
     {"CT009", Severity::error, "chat template contains a sandbox-escape (SSTI) pattern"},

@@ -15,6 +15,7 @@ struct Tok {
   std::string v;
   uint32_t pos;
   Value num;
+  bool raw = false;  // Data from a {% raw %} block: delimiters in it are meant
 };
 
 [[noreturn]] void fail(uint32_t pos, std::string msg, std::string type = "TemplateSyntaxError") {
@@ -139,13 +140,34 @@ bool is_name_start(unsigned char c) { return std::isalpha(c) || c == '_'; }
 bool is_name_char(unsigned char c) { return std::isalnum(c) || c == '_'; }
 
 // Delimiter-like fragments in a data token: broken tag openers/closers that will reach the
-// output as plain text.
+// output as plain text. A one-character-short tag such as `{- bos_token -}}` (LFM2.5, SwiftLM
+// #141) is reported once, as the whole broken tag; an opener counts only when whitespace or a
+// closer follows it on the same line, so `e^{-x}` or `{-1}` in prose stays quiet.
 void find_fragments(std::string_view text, uint32_t base, std::vector<std::pair<uint32_t, std::string>>& out) {
   int depth = 0;  // braces opened in this text
+  // The end (exclusive) of the first closer after `from` on the same line, or npos.
+  auto closer_end = [&](size_t from) -> size_t {
+    for (size_t j = from; j + 1 < text.size() && j < from + 200; ++j) {
+      if (text[j] == '\n' || text[j] == '{') return std::string_view::npos;
+      if ((text[j] == '}' || text[j] == '%' || text[j] == '#') && text[j + 1] == '}') return j + 2;
+    }
+    return std::string_view::npos;
+  };
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     auto at = [&](const char* p) { return text.substr(i, std::strlen(p)) == p; };
-    if (at("{-") || at("{+")) { out.push_back({uint32_t(base + i), std::string(text.substr(i, 2))}); ++depth; continue; }
+    if (at("{-") || at("{+")) {
+      const size_t end = closer_end(i + 2);
+      const bool spaced = i + 2 < text.size() && (text[i + 2] == ' ' || text[i + 2] == '\t');
+      if (end != std::string_view::npos) {
+        out.push_back({uint32_t(base + i), std::string(text.substr(i, end - i))});
+        i = end - 1;
+        continue;
+      }
+      if (spaced) out.push_back({uint32_t(base + i), std::string(text.substr(i, 2))});
+      ++depth;
+      continue;
+    }
     if (at("-}}") || at("-%}") || at("-#}")) { out.push_back({uint32_t(base + i), std::string(text.substr(i, 3))}); i += 2; continue; }
     if (at("%}") || at("#}")) { out.push_back({uint32_t(base + i), std::string(text.substr(i, 2))}); ++i; continue; }
     if (c == '{') { ++depth; continue; }
@@ -266,7 +288,7 @@ class Lexer {
         if (s_.compare(r, 2, "%}") == 0) {
           size_t data_end = q;
           if (sign == '-') data_end = p + rstrip_ws(std::string_view(s_).substr(p, q - p)).size();
-          if (data_end > p) toks.push_back({T::Data, s_.substr(p, data_end - p), uint32_t(p), {}});
+          if (data_end > p) toks.push_back({T::Data, s_.substr(p, data_end - p), uint32_t(p), {}, true});
           r += 2;
           if (esign == '-') r = skip_ws(s_, r);
           else if (esign != '+' && o_.trim_blocks && r < s_.size() && s_[r] == '\n') ++r;
@@ -493,7 +515,7 @@ class Parser {
       if (k.t == T::Data) {
         auto st = make_node<Stmt>(SK::Data, k.pos);
         st->text = k.v;
-        find_fragments(k.v, k.pos, st->fragments);
+        if (!k.raw) find_fragments(k.v, k.pos, st->fragments);
         body.push_back(std::move(st));
         next();
       } else if (k.t == T::VarBegin) {

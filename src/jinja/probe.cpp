@@ -27,6 +27,21 @@ json::Value base_context(const json::Value& messages, bool with_tools) {
   return json::Value(std::move(o));
 }
 
+// What a broken delimiter does, with the likely fix when the fragment is a whole tag one brace
+// short ("{- bos_token -}}" -> "{{- bos_token -}}").
+std::string broken_tag_hint(const std::string& fragment) {
+  std::string fix;
+  if (fragment.size() > 4 && fragment[0] == '{' && (fragment[1] == '-' || fragment[1] == '+')) {
+    const std::string_view close = std::string_view(fragment).substr(fragment.size() - 2);
+    const char kind = close == "%}" ? '%' : close == "#}" ? '#' : '{';
+    fix = "; write '{" + std::string(1, kind) + fragment.substr(1) + "'";
+  }
+  return "a tag one character short is plain text to Python's jinja2, which pastes it into every prompt "
+         "(here instead of what the tag should emit" + fix + "); swift-jinja <= 2.3.6 refuses the template "
+         "('Unexpected token type: closeExpression'): SwiftLM answered HTTP 500 to every request on "
+         "LiquidAI's LFM2.5 '{- bos_token -}}' (SwiftLM #141)";
+}
+
 }  // namespace
 
 json::Value merge_context(const json::Value& base, const json::Value& overrides) {
@@ -212,8 +227,8 @@ std::vector<Finding> chat_template_findings(const DiscoveryInput& in, const Opti
         std::pair<std::pair<uint32_t, uint32_t>, std::string> key{{w.line, w.column}, w.fragment};
         if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
         seen.push_back(key);
-        out.push_back({"CT006", Severity::warning, w.format(rep.source.origin) + " (probe '" + p.probe + "')", file, "",
-                       "a tag is probably one character short (e.g. '{- bos_token -}}' instead of '{{- bos_token -}}'); the fragment lands in every prompt"});
+        out.push_back({"CT006", Severity::error, w.format(rep.source.origin) + " (probe '" + p.probe + "')", file, "",
+                       broken_tag_hint(w.fragment)});
       }
     }
   }

@@ -32,8 +32,10 @@ std::string Error::format() const {
 }
 
 std::string DelimiterWarning::format(std::string_view source) const {
-  return std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column) +
-         ": delimiter-like text '" + fragment + "' reaches the rendered output as plain text (a broken tag?)";
+  const bool whole_tag = fragment.size() > 3 && fragment[0] == '{';
+  return std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+         (whole_tag ? "broken tag '" + fragment + "' is not a tag: it" : "delimiter-like text '" + fragment + "'") +
+         " reaches the rendered prompt as plain text; expected a complete '{{ }}', '{% %}' or '{# #}' tag";
 }
 
 struct Template::Impl {
@@ -121,6 +123,64 @@ struct UnsafeScan {
   }
 };
 }  // namespace
+
+namespace {
+struct EmittableScan {
+  const std::string& src;
+  std::vector<Template::EmittableText> out;
+  void add(std::string_view text, uint32_t pos, bool constant) {
+    if (text.empty()) return;
+    auto [l, c] = locate(src, pos);
+    out.push_back({std::string(text), l, c, constant});
+  }
+  // String constants of an expression whose value may be printed; the operands of
+  // comparisons and tests and the condition of `a if cond else b` only decide.
+  void expr(const Expr* e) {
+    if (!e) return;
+    switch (e->kind) {
+      case EK::Const:
+        if (e->cval.k == K::Str) add(e->cval.s(), e->pos, true);
+        return;
+      case EK::Compare:
+      case EK::Test:
+      case EK::Not:
+        return;
+      case EK::Cond:
+        expr(e->b.get());
+        expr(e->c.get());
+        return;
+      case EK::Call:  // raise_exception's message becomes an error, never part of a prompt
+        if (e->a && e->a->kind == EK::Name && e->a->name == "raise_exception") return;
+        any_child(*e, [this](Expr* k) {
+          expr(k);
+          return false;
+        });
+        return;
+      default:
+        any_child(*e, [this](Expr* k) {
+          expr(k);
+          return false;
+        });
+    }
+  }
+  void body(const Body& b) {
+    for (auto& st : b) {
+      if (st->kind == SK::Data) add(st->text, st->pos, false);
+      if (st->kind == SK::Output || st->kind == SK::Set) expr(st->expr.get());
+      for (auto& br : st->branches) body(br.second);
+      if (st->macro) body(st->macro->body);
+      body(st->body);
+      body(st->else_body);
+    }
+  }
+};
+}  // namespace
+
+std::vector<Template::EmittableText> Template::emittable_text() const {
+  EmittableScan scan{impl_->parsed->source, {}};
+  scan.body(impl_->parsed->body);
+  return std::move(scan.out);
+}
 
 std::vector<std::string> Template::unsafe_accesses() const {
   UnsafeScan scan{impl_->parsed->source, {}};

@@ -23,6 +23,7 @@
 
 #include <simdjson.h>
 
+#include "ckpt/jinja.h"
 #include "ckpt/tokenizer.h"
 #include "io/file.h"
 #include "io/limits.h"
@@ -835,6 +836,69 @@ std::vector<std::string> template_literal_tokens(std::string_view t) {
   return out;
 }
 
+std::vector<TemplateLiteral> emitted_template_literals(const Checkpoint& ck) {
+  // Every template source a loader may use (the separate files, tokenizer_config.json's
+  // field, the legacy chat_template.json), each judged on its own.
+  std::vector<jinja::TemplateSource> sources;
+  for (const auto& t : ck.templates) sources.push_back({t.file, t.file, t.file, t.text});
+  auto from_field = [&](const JsonFile& jf) {
+    if (!jf.ok()) return;
+    const json::Value* ct = jf.value.find("chat_template");
+    if (!ct) return;
+    if (ct->is_string()) {
+      sources.push_back({"default", jf.file, jf.file + ": chat_template", ct->as_string()});
+    } else if (ct->is_array()) {
+      for (const auto& e : ct->as_array())
+        if (auto s = e.find("template"); s && s->is_string())
+          sources.push_back({e.get_string("name").value_or(""), jf.file,
+                             jf.file + ": chat_template[name=" + e.get_string("name").value_or("") + "]", s->as_string()});
+    }
+  };
+  from_field(ck.tokenizer_config);
+  from_field(ck.chat_template_json);
+
+  std::vector<TemplateLiteral> out;
+  const json::Value tokens = jinja::special_tokens(ck.tokenizer_config.ok() ? &ck.tokenizer_config.value : nullptr);
+  for (const auto& rep : jinja::probe_templates(sources, tokens)) {
+    if (rep.parse_error) continue;  // CT001 reports it
+    jinja::Error err;
+    auto t = jinja::Template::parse(rep.source.text, rep.source.origin, {}, &err);
+    if (!t) continue;
+    for (const auto& piece : t->emittable_text()) {
+      for (auto& lit : template_literal_tokens(piece.text)) {
+        if (std::any_of(out.begin(), out.end(), [&](const TemplateLiteral& o) {
+              return o.literal == lit && o.origin == rep.source.origin;
+            }))
+          continue;
+        TemplateLiteral tl;
+        tl.file = rep.source.file;
+        tl.origin = rep.source.origin;
+        tl.literal = lit;
+        // line:column of the literal itself inside the piece
+        const size_t at = piece.text.find(lit);
+        tl.line = piece.line;
+        tl.column = piece.column;
+        const std::string_view before = std::string_view(piece.text).substr(0, at);
+        const size_t nl = before.rfind('\n');
+        if (nl != std::string_view::npos) {
+          tl.line += static_cast<uint32_t>(std::count(before.begin(), before.end(), '\n'));
+          tl.column = 1;
+        }
+        for (size_t k = nl == std::string_view::npos ? 0 : nl + 1; k < before.size(); ++k)
+          if ((static_cast<unsigned char>(before[k]) & 0xC0) != 0x80) ++tl.column;
+        if (piece.constant && nl == std::string_view::npos) ++tl.column;  // past the opening quote
+        for (const auto& p : rep.probes)
+          if (p.ok && p.output.find(lit) != std::string::npos) {
+            tl.probe = p.probe;
+            break;
+          }
+        out.push_back(std::move(tl));
+      }
+    }
+  }
+  return out;
+}
+
 void set_dom_reader_only(bool on) { g_dom_reader_only.store(on, std::memory_order_relaxed); }
 bool last_read_used_sections() { return t_last_read_used_sections; }
 
@@ -993,33 +1057,22 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
     }
   }
 
-  // Literal special tokens in the chat template(s) must be single tokens.
+  // Literal special tokens the chat template(s) emit must be single tokens. Only what the
+  // parsed template can print counts (text outside tags and comments, printed string
+  // constants): a marker mentioned in a {# comment #} never reaches a prompt (gpt-oss-20b's
+  // template names <|final|> in one).
   if (tk.known) {
-    std::vector<std::pair<std::string, std::string_view>> sources;  // file, text
-    for (const auto& t : ck.templates) sources.emplace_back(t.file, t.text);
-    if (ck.tokenizer_config.ok()) {
-      if (const json::Value* ct = ck.tokenizer_config.value.find("chat_template")) {
-        if (ct->is_string()) {
-          sources.emplace_back(tc_file, ct->as_string());
-        } else if (ct->is_array()) {
-          for (const auto& e : ct->as_array())
-            if (auto s = e.find("template"); s && s->is_string()) sources.emplace_back(tc_file, s->as_string());
-        }
-      }
-    }
-    if (ck.chat_template_json.ok())
-      if (const json::Value* ct = ck.chat_template_json.value.find("chat_template"); ct && ct->is_string())
-        sources.emplace_back(ck.chat_template_json.file, ct->as_string());
-    for (const auto& [file, text] : sources) {
-      for (const auto& lit : template_literal_tokens(text)) {
-        if (tk.has(lit)) continue;
-        sink.add("TK015", Severity::error,
-                 "the chat template emits " + q(lit) + " as a literal but " + tk.source +
-                     " has no such token; expected it to encode to one id",
-                 file, {},
-                 "it will be split into several ordinary tokens (or encode to [] with a degenerate "
-                 "tokenizer), so the model never sees the marker it was trained on");
-      }
+    for (const auto& lit : emitted_template_literals(ck)) {
+      if (tk.has(lit.literal)) continue;
+      const std::string where = lit.origin + ":" + std::to_string(lit.line) + ":" + std::to_string(lit.column);
+      sink.add("TK015", Severity::error,
+               "the chat template emits " + q(lit.literal) + " as a literal (" + where +
+                   (lit.probe.empty() ? ", in a branch none of the load-time probes reached"
+                                      : ", in the prompt of probe '" + lit.probe + "'") +
+                   ") but " + tk.source + " has no such token; expected it to encode to one id",
+               lit.file, {},
+               "it will be split into several ordinary tokens (or encode to [] with a degenerate "
+               "tokenizer), so the model never sees the marker it was trained on");
     }
   }
 }

@@ -141,12 +141,10 @@ TEST(JinjaEngine, DelimiterLikeTextIsFlagged) {
   auto r = R("{- bos_token -}}\n{{ messages[0].content }}", R"({"bos_token": "<s>", "messages": [{"content": "hi"}]})");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.output, "{- bos_token -}}\nhi");
-  ASSERT_EQ(r.delimiter_warnings.size(), 2u);
-  EXPECT_EQ(r.delimiter_warnings[0].fragment, "{-");
+  ASSERT_EQ(r.delimiter_warnings.size(), 1u);  // one broken tag, reported whole
+  EXPECT_EQ(r.delimiter_warnings[0].fragment, "{- bos_token -}}");
   EXPECT_EQ(r.delimiter_warnings[0].line, 1u);
   EXPECT_EQ(r.delimiter_warnings[0].column, 1u);
-  EXPECT_EQ(r.delimiter_warnings[1].fragment, "-}}");
-  EXPECT_EQ(r.delimiter_warnings[1].column, 14u);
   // an unbalanced }} and a stray %} as well; balanced JSON braces are not flagged
   EXPECT_EQ(R("{{ 'a' }}}}").delimiter_warnings.size(), 1u);
   EXPECT_EQ(R("x %}").delimiter_warnings.size(), 1u);
@@ -283,8 +281,12 @@ TEST(JinjaProbes, FindingsForTheIncidents) {
   EXPECT_EQ(codes(jinja::chat_template_findings(in)), "CT007:info ");
   in.jinja_files = {{"chat_template.jinja", "{- bos_token -}}{% for m in messages %}{{ m.content }}{% endfor %}"}};
   auto f = jinja::chat_template_findings(in);
-  EXPECT_EQ(codes(f), "CT006:warning CT006:warning ");
-  EXPECT_NE(f[0].message.find("chat_template.jinja:1:1"), std::string::npos);
+  // The seeds' incident is one error for the whole broken tag, naming the probe and the fix.
+  EXPECT_EQ(codes(f), "CT006:error ");
+  EXPECT_NE(f[0].message.find("chat_template.jinja:1:1: broken tag '{- bos_token -}}'"), std::string::npos) << f[0].message;
+  EXPECT_NE(f[0].message.find("(probe 'bare')"), std::string::npos) << f[0].message;
+  EXPECT_NE(f[0].hint.find("write '{{- bos_token -}}'"), std::string::npos) << f[0].hint;
+  EXPECT_NE(f[0].hint.find("SwiftLM"), std::string::npos) << f[0].hint;
   in.jinja_files = {{"chat_template.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{{ tools[0].nope.x }}{% endif %}"}};
   EXPECT_EQ(codes(jinja::chat_template_findings(in)), "CT003:warning CT005:warning ");
   in.jinja_files = {{"chat_template.jinja", "{% if enable_thinking %}{{ raise_exception('no') }}{% endif %}ok"}};
@@ -297,6 +299,54 @@ TEST(JinjaProbes, FindingsForTheIncidents) {
   EXPECT_NE(f[0].message.find("chat_template.jinja:2:"), std::string::npos);
   in.jinja_files = {{"chat_template.jinja", "{{ ''.__class__ }}{{ messages|length }}"}};
   EXPECT_EQ(codes(jinja::chat_template_findings(in)), "CT009:error ");
+}
+
+// Delimiters that are provably meant are not flagged; stray ones in template text are errors.
+TEST(JinjaProbes, BrokenDelimitersOnlyWhereTheyAreNotMeant) {
+  auto ct006 = [](const std::string& text) {
+    jinja::DiscoveryInput in;
+    in.jinja_files = {{"chat_template.jinja", text}};
+    std::vector<std::string> out;
+    for (auto& f : jinja::chat_template_findings(in))
+      if (f.code == "CT006") out.push_back(f.message);
+    return out;
+  };
+  const std::string msgs = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  EXPECT_TRUE(ct006("{% raw %}{- x -}} {{ y }} %}{% endraw %}" + msgs).empty());      // raw: meant
+  EXPECT_TRUE(ct006("{{ '{- not a tag -}} %} }}' }}" + msgs).empty());                // a printed string constant
+  EXPECT_TRUE(ct006("Reply as {\"name\": \"f\", \"arguments\": {\"a\": 1}}\n" + msgs).empty());  // JSON in text
+  EXPECT_TRUE(ct006("e^{-x} and {-1} and {+2}" + msgs).empty());                       // prose braces
+  EXPECT_TRUE(ct006("{#- a comment with -}} and {- inside -#}" + msgs).empty());        // comments never reach a prompt
+  EXPECT_EQ(ct006(msgs + "{%- if add_generation_prompt %}<|assistant|>{% endif -%}}").size(), 0u);  // a lone '}' is text
+  auto one = ct006(msgs + "\n{{ eos_token -}}}");  // '}' after a complete tag: plain text
+  EXPECT_TRUE(one.empty());
+  auto stray = ct006("<s>" + msgs + " -%}");
+  ASSERT_EQ(stray.size(), 1u);
+  EXPECT_NE(stray[0].find("'-%}'"), std::string::npos) << stray[0];
+  auto opener = ct006("{% if true %}{- bos_token{% endif %}" + msgs);
+  ASSERT_EQ(opener.size(), 1u);
+  EXPECT_NE(opener[0].find("'{-'"), std::string::npos) << opener[0];
+  auto block = ct006("{- if true -%}x" + msgs);
+  ASSERT_EQ(block.size(), 1u);
+  EXPECT_NE(block[0].find("broken tag '{- if true -%}'"), std::string::npos) << block[0];
+}
+
+// Real templates print braces on purpose (JSON examples in tool prompts, Python-style dict
+// text): none of the 216 may get a CT006.
+TEST(JinjaProbes, RealCorpusTemplatesHaveNoBrokenDelimiters) {
+  CKPT_REQUIRE_CORPUS();
+  int checked = 0, with_json_text = 0;
+  for (auto& e : fs::recursive_directory_iterator(test::corpus_dir() / "templates")) {
+    if (e.path().extension() != ".jinja") continue;
+    const std::string text = test::read_text(e.path());
+    if (text.find("{\"") != std::string::npos) ++with_json_text;
+    jinja::DiscoveryInput in;
+    in.jinja_files = {{"chat_template.jinja", text}};
+    for (auto& f : jinja::chat_template_findings(in)) EXPECT_NE(f.code, "CT006") << e.path() << ": " << f.message;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 216);
+  EXPECT_GT(with_json_text, 10);  // the set does exercise templates that print JSON braces
 }
 
 TEST(JinjaProbes, RealCorpusTemplatesPassTheBareProbe) {
@@ -339,8 +389,8 @@ TEST(TemplateCli, CheckRunsTheProbes) {
   test::TempDir dir;
   test::write_text(dir / "tokenizer_config.json", R"({"bos_token": "<s>", "chat_template": "{- bos_token -}}\n{% for m in messages %}{{ m.content }}{% endfor %}"})");
   auto r = test::run_ckpt({"template", "check", dir.path().string()});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // warnings only
-  EXPECT_NE(r.out.find("CT006"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // a broken tag is an error
+  EXPECT_NE(r.out.find("CT006 error"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokenizer_config.json: chat_template:1:1"), std::string::npos) << r.out;
   test::write_text(dir / "chat_template.jinja", "{{ messages[0].content.x.y }}");
   r = test::run_ckpt({"template", "check", dir.path().string()});

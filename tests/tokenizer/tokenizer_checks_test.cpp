@@ -296,6 +296,36 @@ TEST(TokenizerChecks, TemplateLiteralNotASingleToken) {
   EXPECT_NE(fs[0].message.find("'<think>'"), std::string::npos);
 }
 
+// Only what the parsed template can print is judged: comments, comparisons and
+// raise_exception messages never reach a prompt (gpt-oss-20b's template names <|final|> in a
+// comment), and each finding says where the literal is and which probe printed it.
+TEST(TokenizerChecks, TemplateLiteralsComeFromTheParsedTemplate) {
+  auto with_template = [](const std::string& tmpl) {
+    Fx fx = clean();
+    const size_t at = fx.tokenizer_config.find("\"chat_template\": ") + 17;
+    fx.tokenizer_config.replace(at, fx.tokenizer_config.rfind('"') + 1 - at, json::quoted(tmpl));
+    return run(fx);
+  };
+  const std::string loop = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+  EXPECT_TRUE(with_template(loop + "{#- a later <|final|> message is kept #}").empty());
+  EXPECT_TRUE(with_template(loop + "{% if messages[0].content == '<|final|>' %}x{% endif %}").empty());
+  EXPECT_TRUE(with_template(loop + "{% if '<|final|>' in messages[0].content %}"
+                                   "{{ raise_exception('do not pass <|final|> in content') }}{% endif %}").empty());
+  // A literal built into a variable and printed is emitted; the probe that printed it is named.
+  auto fs = with_template("{% set marker = '<|final|>' %}" + loop + "{{ marker }}");
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK015"}) << dump(fs);
+  EXPECT_NE(fs[0].message.find("'<|final|>'"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].message.find("chat_template:1:18"), std::string::npos) << fs[0].message;  // past the quote
+  EXPECT_NE(fs[0].message.find("probe 'bare'"), std::string::npos) << fs[0].message;
+  // In a branch no probe reaches: still reported, and said so.
+  fs = with_template(loop + "{% if messages|length > 40 %}\n<|final|>{% endif %}");
+  ASSERT_EQ(codes(fs), std::vector<std::string>{"TK015"}) << dump(fs);
+  EXPECT_NE(fs[0].message.find("chat_template:4:1"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].message.find("none of the load-time probes reached"), std::string::npos) << fs[0].message;
+  // A template that does not parse is CT001's; no literal guesses from its text.
+  EXPECT_TRUE(with_template(loop + "<|final|>{% if %}").empty());
+}
+
 TEST(TokenizerChecks, ByteAlphabetGap) {
   Fx fx = clean();
   replace(fx.tokenizer, "\"~\": 97", "\"<|x|>\": 97");
