@@ -111,6 +111,9 @@ struct ConfigIssue {
   std::string message;    // expected vs actual
   std::string hint;
   bool error = false;     // for Inconsistent: error (true) or warning (false)
+  // For Defaulted: the shape variable the field sets ("H") and the default applied.
+  std::string var;
+  int64_t value = 0;
 };
 
 // The routed-expert count, found breadth-first through nested configs.

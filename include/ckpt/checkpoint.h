@@ -83,6 +83,11 @@ struct RawJsonFile {
 struct TextFile {
   std::string file;  // relative path
   std::string text;
+  // Why the file cannot be used as loaders read it (unreadable, too large, not UTF-8 with
+  // its line:column); empty when `text` is the file. Such a file is still listed, so no check
+  // reports it as absent.
+  std::string error;
+  bool ok() const { return error.empty(); }
 };
 
 struct Shard {
@@ -234,6 +239,10 @@ class Checkpoint {
   JsonFile tokenizer_config;             // tokenizer_config.json
   RawJsonFile tokenizer;                 // tokenizer.json (parsed by the TK family)
   JsonFile chat_template_json;           // legacy chat_template.json
+  // The other JSON side files a loader opens with Python's json (special_tokens_map.json,
+  // added_tokens.json, preprocessor/processor configs, params.json, quantize_config.json,
+  // adapter_config.json): parsed so a broken one is a finding, not a surprise at load time.
+  std::vector<JsonFile> other_json;
   std::vector<TextFile> templates;       // chat_template.jinja, additional_chat_templates/*.jinja
 
   // All tensors by name, across every parsed shard (several locations = duplicates).

@@ -115,6 +115,10 @@ struct DiscoveryInput {
   std::vector<std::pair<std::string, std::string>> jinja_files;
   const json::Value* tokenizer_config = nullptr;   // parsed tokenizer_config.json, or null
   const json::Value* chat_template_json = nullptr; // parsed legacy chat_template.json, or null
+  // (file, why) for template sources that exist but could not be used (a .jinja file that is
+  // unreadable or not UTF-8, a tokenizer_config.json or chat_template.json that does not
+  // parse): reported as CT010 where discovery would have consulted them, never as "absent".
+  std::vector<std::pair<std::string, std::string>> unusable;
 };
 
 struct Discovery {
@@ -158,7 +162,8 @@ std::vector<TemplateReport> probe_templates(const std::vector<TemplateSource>& t
 // Discovery + probes turned into CT findings (used by `ckpt template check` and `ckpt verify`):
 // CT001 parse error, CT002 bare-probe failure (errors); CT003 tools-only and CT004
 // thinking-only failures, CT005 multi-turn failure, CT006 delimiter-like text in the output,
-// CT008 malformed chat_template field (warnings); CT007 no template (info); CT009 SSTI pattern.
+// CT008 malformed chat_template field (warnings); CT007 no template (info); CT009 SSTI pattern;
+// CT010 a template source that could not be read (warning).
 std::vector<Finding> chat_template_findings(const DiscoveryInput& in, const Options& options = {});
 
 }  // namespace ckpt::jinja

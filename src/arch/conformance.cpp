@@ -321,8 +321,9 @@ struct Engine {
            file, x.name, "fuse gate_up_proj along dim 1");
       return;
     }
+    auto cause = caused_by.find(x.name);
     emit("AR004", Severity::error, base, file, x.name,
-         x.mtp ? "MTP layer (loaders drop it, vLLM's MTP head reads it)" : "");
+         cause != caused_by.end() ? cause->second : x.mtp ? "MTP layer (loaders drop it, vLLM's MTP head reads it)" : "");
   }
 
   // Quantized module: check packed geometry and companions.
@@ -384,6 +385,31 @@ struct Engine {
       if (!shape_ok && (p.shape.empty() || (p.shape.size() == 1 && p.shape[0] == 1)) &&
           (s.empty() || (s.size() == 1 && s[0] == 1)))
         shape_ok = true;  // scalar vs [1]
+      if (!shape_ok && !lead.empty() && s.size() == p.shape.size() && s[0] != p.shape[0] &&
+          p.shape[0] == static_cast<uint64_t>(view.dim_or("E", -1)) &&
+          std::equal(s.begin() + 1, s.end(), p.shape.begin() + 1)) {
+        // Stacked quantized experts whose packed rows are right but whose count is not: the
+        // expert count is the cause, not the packing (reported once per module).
+        if (&p == &parts.front() || !get(parts.front().name))
+          emit("AR009", Severity::error,
+               p.name + " stacks " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(p.shape[0]) +
+                   (view.experts.field.empty() ? "" : " (" + view.experts.field + ")") +
+                   "; the packed geometry of each expert matches " + std::string(quant::format_name(mq.format)) + " " +
+                   std::to_string(mq.bits) + "-bit",
+               std::string(a->file), p.name, "the expert count in config.json disagrees with the stored experts");
+        continue;
+      }
+      const int64_t E = view.dim_or("E", 0);
+      if (!shape_ok && lead.empty() && E > 1 && O == static_cast<uint64_t>(E) && s.size() == p.shape.size() &&
+          !s.empty() && s[0] != p.shape[0] && p.shape[0] == O && std::equal(s.begin() + 1, s.end(), p.shape.begin() + 1)) {
+        // A quantized router whose rows disagree with the expert count: the count is the cause.
+        if (expert_mismatch_layers.empty() && (&p == &parts.front() || !get(parts.front().name)) && router_reported++ < 3)
+          emit("AR009", Severity::error,
+               p.name + " routes to " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(E) +
+                   (view.experts.field.empty() ? "" : " (" + view.experts.field + ")"),
+               std::string(a->file), p.name, "the expert count in config.json disagrees with the router");
+        continue;
+      }
       if (!shape_ok) {
         std::string msg = p.name + ": stored " + shape_str(s) + ", but " + std::string(quant::format_name(mq.format)) +
                           " " + std::to_string(mq.bits) + "-bit" +
@@ -613,6 +639,56 @@ struct Engine {
            in.index_file, "", "");
   }
 
+  // A field the config lacks, whose default the loader applies, contradicted by the tensors:
+  // the cause of what would otherwise read as dozens of unrelated shape errors (gemma3 without
+  // hidden_size gets transformers' 2304 against tensors of 1152). Evidence: float tensors whose
+  // stored shape differs from the plan exactly where the plan has the default, all by one value.
+  std::unordered_map<std::string, std::string> caused_by;  // tensor -> "CF011: field defaulted to v"
+  void defaulted_fields_against_tensors(const std::vector<ExpectedTensor>& plan) {
+    for (const auto& is : view.issues) {
+      if (is.kind != ConfigIssue::Defaulted || is.var.empty() || is.value <= 1) continue;
+      const uint64_t v = static_cast<uint64_t>(is.value);
+      std::optional<uint64_t> implied;
+      std::vector<const ExpectedTensor*> witnesses;
+      bool conflicting = false;
+      for (const auto& x : plan) {
+        if (x.tower || x.mtp) continue;
+        const ActualTensor* a = get(x.name);
+        if (!a || !is_float(a->dtype) || a->shape.size() != x.shape.size()) continue;
+        bool differs = false, only_at_default = true;
+        std::optional<uint64_t> w;
+        for (size_t k = 0; k < x.shape.size(); ++k) {
+          if (a->shape[k] == x.shape[k]) continue;
+          differs = true;
+          if (x.shape[k] != v || (w && *w != a->shape[k])) {
+            only_at_default = false;
+            break;
+          }
+          w = a->shape[k];
+        }
+        if (!differs || !only_at_default || !w) continue;
+        if (implied && *implied != *w) conflicting = true;
+        implied = w;
+        witnesses.push_back(&x);
+      }
+      if (witnesses.empty() || conflicting) continue;
+      const ActualTensor* a0 = get(witnesses[0]->name);
+      std::vector<uint64_t> s0(a0->shape.begin(), a0->shape.end());
+      emit("CF011", Severity::error,
+           is.field + " is absent from config.json, so loaders use their default " + std::to_string(v) + ", but " +
+               witnesses[0]->name + " is stored " + shape_str(s0) + " where that default implies " +
+               shape_str(witnesses[0]->shape) +
+               (witnesses.size() > 1 ? " (and " + std::to_string(witnesses.size() - 1) + " more tensors agree)" : "") +
+               ": the tensors say " + is.field + " = " + std::to_string(*implied),
+           in.config_file, witnesses[0]->name,
+           "add \"" + is.field.substr(is.field.rfind('.') + 1) + "\": " + std::to_string(*implied) +
+               " to config.json; transformers would build the model at the default size and fail on (or "
+               "randomly initialise around) every one of these tensors");
+      for (const auto* x : witnesses)
+        caused_by[x->name] = "follows from CF011: " + is.field + " is absent and defaults to " + std::to_string(v);
+    }
+  }
+
   bool in_mismatched_expert_layer(std::string_view name) {
     if (expert_mismatch_layers.empty()) return false;
     auto p = name.find(".experts.");
@@ -689,6 +765,7 @@ struct Engine {
     std::vector<ExpectedTensor> plan = expected_tensors(view, nullptr);
     adapt_expert_layouts(plan);
     check_expert_counts(plan);
+    defaulted_fields_against_tensors(plan);
 
     // presence groups (kv-shared, MTP) and towers: judge by how many members are present
     std::unordered_map<uint32_t, std::pair<size_t, size_t>> groups;  // id -> present, total

@@ -451,7 +451,7 @@ ConfigView resolve_config(const json::Value& config, const NameProbe& has_tensor
         v.issues.push_back({ConfigIssue::Defaulted, join_path(tp, key),
                             join_path(tp, key) + " is absent; loaders use " + std::to_string(*val) +
                                 " (" + f.def_text + ")",
-                            ""});
+                            "", false, f.var, *val});
       }
     }
     if (!val && !f.def && !present) {

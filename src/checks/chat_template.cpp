@@ -11,7 +11,7 @@ namespace ckpt::checks {
 
 namespace {
 
-constexpr std::array<CheckInfo, 9> kCodes{{
+constexpr std::array<CheckInfo, 10> kCodes{{
     {"CT001", Severity::error, "chat template does not parse"},
     {"CT002", Severity::error, "chat template fails on the load-time probe"},
     {"CT003", Severity::warning, "chat template fails only when tools are passed"},
@@ -21,13 +21,27 @@ constexpr std::array<CheckInfo, 9> kCodes{{
     {"CT007", Severity::info, "no chat template"},
     {"CT008", Severity::warning, "chat_template field is malformed"},
     {"CT009", Severity::error, "chat template contains a sandbox-escape (SSTI) pattern"},
+    {"CT010", Severity::warning, "chat template not checked: its source file could not be used"},
 }};
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   jinja::DiscoveryInput in;
-  for (const auto& t : ck.templates) in.jinja_files.emplace_back(t.file, t.text);
-  if (ck.tokenizer_config.ok()) in.tokenizer_config = &ck.tokenizer_config.value;
-  if (ck.chat_template_json.ok()) in.chat_template_json = &ck.chat_template_json.value;
+  for (const auto& t : ck.templates) {
+    if (t.ok()) in.jinja_files.emplace_back(t.file, t.text);
+    else in.unusable.emplace_back(t.file, "could not be read: " + t.error);
+  }
+  auto side = [&](const JsonFile& jf, const json::Value*& slot) {
+    if (jf.ok()) {
+      slot = &jf.value;
+    } else if (jf.present && jf.error) {
+      const auto& e = *jf.error;
+      in.unusable.emplace_back(jf.file, std::string("did not parse") +
+                                            (e.line ? " (" + std::to_string(e.line) + ":" + std::to_string(e.column) + ": " + e.message + ")"
+                                                    : " (" + e.message + ")"));
+    }
+  };
+  side(ck.tokenizer_config, in.tokenizer_config);
+  side(ck.chat_template_json, in.chat_template_json);
   for (auto& f : jinja::chat_template_findings(in)) out.add(std::move(f));
 }
 

@@ -9,7 +9,7 @@ namespace ckpt::checks {
 
 namespace {
 
-constexpr std::array<CheckInfo, 10> kCodes{{
+constexpr std::array<CheckInfo, 11> kCodes{{
     {"CF001", Severity::error, "config.json is missing"},
     {"CF002", Severity::error, "config.json is not valid JSON"},
     {"CF003", Severity::error, "required config field is missing"},
@@ -20,6 +20,7 @@ constexpr std::array<CheckInfo, 10> kCodes{{
     {"CF008", Severity::info, "note on how the config was resolved"},
     {"CF009", Severity::warning, "expert count and model type disagree"},
     {"CF010", Severity::warning, "duplicate key in config.json"},
+    {"CF011", Severity::error, "config field absent; the default loaders apply contradicts the tensors"},
 }};
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {

@@ -8,7 +8,7 @@ namespace ckpt::checks {
 
 namespace {
 
-constexpr std::array<CheckInfo, 10> kCodes{{
+constexpr std::array<CheckInfo, 11> kCodes{{
     {"FS001", Severity::error, "broken symlink: the file it stands for is not in the cache"},
     {"FS002", Severity::error, "interrupted download: an .incomplete file is present"},
     {"FS003", Severity::error, "Git LFS pointer file in place of the real content"},
@@ -19,7 +19,38 @@ constexpr std::array<CheckInfo, 10> kCodes{{
     {"FS008", Severity::error, "no weight files found"},
     {"FS009", Severity::info, "weights in a format this version does not verify"},
     {"FS010", Severity::error, "file cannot be read"},
+    {"FS011", Severity::error, "side file does not parse as the loaders read it"},
 }};
+
+// What a loader does when it meets this side file broken (the FS011 hint).
+std::string broken_side_file_effect(std::string_view rel) {
+  if (rel == "tokenizer_config.json" || rel == "special_tokens_map.json" || rel == "added_tokens.json")
+    return "AutoTokenizer.from_pretrained (transformers, vLLM, SGLang, TGI) raises on it, so the server does not start";
+  if (rel == "generation_config.json")
+    return "transformers and vLLM catch the error and silently fall back to defaults: the eos ids and sampling "
+           "settings in it are lost (a Llama-3 instruct model then never stops at <|eot_id|>)";
+  if (rel == "chat_template.json" || rel == "processor_config.json" || rel.find("preprocessor_config") != std::string_view::npos)
+    return "AutoProcessor.from_pretrained raises on it, so a multimodal server does not start";
+  if (rel == "params.json") return "Meta-format loaders (llama reference code, vLLM --load-format mistral) fail on it";
+  if (rel == "quantize_config.json" || rel == "quant_config.json")
+    return "GPTQ/AWQ loaders that read it fail, or load with defaults that do not match the tensors";
+  if (rel == "adapter_config.json") return "PEFT and vLLM's LoRA loader fail on it";
+  if (rel.size() > 6 && rel.substr(rel.size() - 6) == ".jinja")
+    return "transformers reads chat templates as UTF-8 text; the tokenizer load fails on it";
+  return "loaders that read it fail";
+}
+
+void report_side_file(const std::string& file, const std::optional<json::ParseError>& error, const Checkpoint& ck,
+                      FindingSink& out) {
+  if (!error) return;
+  if (const FileEntry* f = ck.file(file); f && !f->readable()) return;  // FS001/FS003/FS006/FS010 say why
+  const auto& e = *error;
+  std::string where = e.line ? file + ":" + std::to_string(e.line) + ":" + std::to_string(e.column) + " (byte " +
+                                   std::to_string(e.offset) + "): "
+                             : file + ": ";
+  out.add("FS011", Severity::error, where + e.message + "; expected a document Python's json.load reads", file, "",
+          broken_side_file_effect(file));
+}
 
 bool is_weight_file(std::string_view rel) {
   for (auto ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz"})
@@ -113,6 +144,18 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     }
     if (!ends_with(f.rel, ".safetensors") && is_weight_file(f.rel)) other_weights.push_back(f.rel);
   }
+  // Side files that exist but cannot be used are findings, never "absent" (config.json is
+  // CF002's, tokenizer.json TK002's, the index IX's).
+  report_side_file(ck.tokenizer_config.file, ck.tokenizer_config.error, ck, out);
+  report_side_file(ck.generation_config.file, ck.generation_config.error, ck, out);
+  report_side_file(ck.chat_template_json.file, ck.chat_template_json.error, ck, out);
+  for (const auto& jf : ck.other_json) report_side_file(jf.file, jf.error, ck, out);
+  for (const auto& t : ck.templates) {
+    if (t.ok()) continue;
+    if (const FileEntry* f = ck.file(t.file); f && !f->readable()) continue;
+    out.add("FS011", Severity::error, t.file + ": " + t.error, t.file, "", broken_side_file_effect(t.file));
+  }
+
   bool any_unusable_weight = false;
   for (const auto& f : ck.files)
     if (is_weight_file(f.rel) && !f.readable()) any_unusable_weight = true;

@@ -11,7 +11,7 @@ namespace ckpt::checks {
 
 namespace {
 
-constexpr std::array<CheckInfo, 18> kCodes{{
+constexpr std::array<CheckInfo, 19> kCodes{{
     {"TK001", Severity::warning, "no tokenizer files"},
     {"TK002", Severity::error, "tokenizer.json is not valid JSON"},
     {"TK003", Severity::error, "tokenizer model section is malformed or of an unknown type"},
@@ -30,6 +30,7 @@ constexpr std::array<CheckInfo, 18> kCodes{{
     {"TK016", Severity::info, "Unigram model behind the generic PreTrainedTokenizerFast class"},
     {"TK017", Severity::warning, "special token id that no token has"},
     {"TK018", Severity::warning, "byte-level BPE vocabulary misses byte symbols"},
+    {"TK019", Severity::info, "tokenizer checks skipped: a side file they read did not parse"},
 }};
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {

@@ -178,8 +178,20 @@ std::vector<Finding> chat_template_findings(const DiscoveryInput& in, const Opti
   Discovery d = discover_templates(in);
   for (auto& p : d.problems)
     out.push_back({"CT008", Severity::warning, p, p.substr(0, p.find(':')), "", "transformers expects a string or a list of {\"name\": ..., \"template\": ...} objects"});
+  // Sources that exist but could not be used, where transformers' order would have read them
+  // (separate files first, then tokenizer_config.json, then chat_template.json).
+  auto rank = [](const std::string& file) {
+    return file == "tokenizer_config.json" ? 1 : file == "chat_template.json" ? 2 : 0;
+  };
+  const int used = d.templates.empty() ? 3 : rank(d.templates.front().file);
+  for (const auto& [file, why] : in.unusable) {
+    if (rank(file) > used) continue;
+    out.push_back({"CT010", Severity::warning, "chat template not checked: " + file + " " + why, file, "",
+                   rank(file) == 0 ? "transformers reads this template file first; fix the file (see FS011/FS010) to have it checked"
+                                   : "the chat template a loader would take from this file cannot be found or checked until the file parses (see FS011)"});
+  }
   if (d.templates.empty()) {
-    if (d.problems.empty())
+    if (d.problems.empty() && in.unusable.empty())
       out.push_back({"CT007", Severity::info,
                      "no chat template: neither chat_template.jinja, additional_chat_templates/*.jinja, tokenizer_config.json's chat_template nor chat_template.json provides one",
                      "", "", "base models legitimately have none; an instruct/chat model without one cannot be served with a chat API"});

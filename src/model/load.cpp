@@ -22,6 +22,7 @@
 #include "io/json_scan.h"
 #include "io/limits.h"
 #include "io/string_arena.h"
+#include "io/utf8.h"
 #include "util/parallel.h"
 
 namespace ckpt {
@@ -903,13 +904,36 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
       });
   }
   side("chat_template.json", ck.chat_template_json);
+  // Other JSON files transformers, vLLM or Meta's loaders open with Python's json.
+  static constexpr const char* kOtherJson[] = {
+      "special_tokens_map.json", "added_tokens.json",     "preprocessor_config.json",
+      "processor_config.json",   "video_preprocessor_config.json", "params.json",
+      "quantize_config.json",    "quant_config.json",     "adapter_config.json"};
+  size_t other = 0;
+  for (const char* name : kOtherJson) other += ck.file(name) != nullptr;
+  ck.other_json.resize(other);  // sized first: the tasks below hold references into it
+  other = 0;
+  for (const char* name : kOtherJson)
+    if (ck.file(name)) side(name, ck.other_json[other++]);
   for (const auto& f : ck.files) {
     bool is_template = f.rel == "chat_template.jinja" ||
                        (f.rel.rfind("additional_chat_templates/", 0) == 0 && ends_with(f.rel, ".jinja"));
-    if (!is_template || !f.readable()) continue;
+    if (!is_template) continue;
     TextFile t;
     t.file = f.rel;
-    if (io::read_file(f.abs, limits::kMaxTemplateBytes, t.text).empty()) ck.templates.push_back(std::move(t));
+    if (!f.readable()) {
+      t.error = f.lfs_pointer ? "a Git LFS pointer, not the template" : "cannot be opened";
+    } else if (auto e = io::read_file(f.abs, limits::kMaxTemplateBytes, t.text); !e.empty()) {
+      t.error = "cannot read: " + e;
+      t.text.clear();
+    } else if (auto bad = io::first_invalid_utf8(t.text)) {
+      // transformers reads templates with encoding="utf-8": a stray byte fails the tokenizer load
+      auto [l, c] = json::line_column(t.text, *bad);
+      t.error = "invalid UTF-8 at byte " + std::to_string(*bad) + " (" + std::to_string(l) + ":" + std::to_string(c) +
+                "); transformers reads templates as UTF-8";
+      t.text.clear();
+    }
+    ck.templates.push_back(std::move(t));
   }
 
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());

@@ -840,7 +840,8 @@ std::vector<TemplateLiteral> emitted_template_literals(const Checkpoint& ck) {
   // Every template source a loader may use (the separate files, tokenizer_config.json's
   // field, the legacy chat_template.json), each judged on its own.
   std::vector<jinja::TemplateSource> sources;
-  for (const auto& t : ck.templates) sources.push_back({t.file, t.file, t.file, t.text});
+  for (const auto& t : ck.templates)
+    if (t.ok()) sources.push_back({t.file, t.file, t.file, t.text});
   auto from_field = [&](const JsonFile& jf) {
     if (!jf.ok()) return;
     const json::Value* ct = jf.value.find("chat_template");
@@ -1024,6 +1025,13 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
              "the tokenizer belongs to a larger model or tokens were added without resizing the "
              "embedding; those ids index past the embedding table");
   }
+
+  // Checks that read a side file which did not parse say so, rather than passing silently.
+  for (const JsonFile* jf : {&ck.tokenizer_config, &ck.generation_config})
+    if (jf->present && jf->error)
+      sink.add("TK019", Severity::info,
+               "not checked: the special tokens and token ids " + jf->file + " names, because the file did not parse (FS011)",
+               jf->file, {}, "fix the file; its special tokens and ids are then checked against the tokenizer and the embedding");
 
   // Token ids named in config.json / generation_config.json.
   std::vector<std::tuple<std::string, std::string, int64_t>> ids;  // file, field, id

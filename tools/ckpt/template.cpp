@@ -9,6 +9,7 @@
 
 #include "ckpt/jinja.h"
 #include "ckpt/json.h"
+#include "io/utf8.h"
 #include "subcommand.h"
 
 namespace fs = std::filesystem;
@@ -50,9 +51,11 @@ struct ModelInputs {
   std::vector<std::pair<std::string, std::string>> jinja_files;
   std::optional<json::Value> tokenizer_config, chat_template_json;
   std::vector<std::string> warnings;
+  std::vector<std::pair<std::string, std::string>> unusable;  // (file, why): see DiscoveryInput
   jinja::DiscoveryInput view() const {
     jinja::DiscoveryInput in;
     in.jinja_files = jinja_files;
+    in.unusable = unusable;
     if (tokenizer_config) in.tokenizer_config = &*tokenizer_config;
     if (chat_template_json) in.chat_template_json = &*chat_template_json;
     return in;
@@ -62,23 +65,36 @@ struct ModelInputs {
 ModelInputs load_model_dir(const fs::path& dir) {
   ModelInputs m;
   std::string text, err;
-  if (fs::is_regular_file(dir / "chat_template.jinja")) {
-    if (read_file(dir / "chat_template.jinja", text, err)) m.jinja_files.emplace_back("chat_template.jinja", text);
-    else m.warnings.push_back(err);
-  }
+  auto add_jinja = [&](const fs::path& p, const std::string& rel) {
+    if (!read_file(p, text, err)) {
+      m.warnings.push_back(err);
+      m.unusable.emplace_back(rel, "could not be read");
+    } else if (auto bad = io::first_invalid_utf8(text)) {
+      auto [l, c] = json::line_column(text, *bad);
+      m.warnings.push_back(p.string() + ":" + std::to_string(l) + ":" + std::to_string(c) + ": invalid UTF-8 at byte " +
+                           std::to_string(*bad) + "; transformers reads templates as UTF-8");
+      m.unusable.emplace_back(rel, "is not valid UTF-8");
+    } else {
+      m.jinja_files.emplace_back(rel, text);
+    }
+  };
+  if (fs::is_regular_file(dir / "chat_template.jinja")) add_jinja(dir / "chat_template.jinja", "chat_template.jinja");
   std::error_code ec;
   if (fs::is_directory(dir / "additional_chat_templates", ec)) {
     for (auto& e : fs::directory_iterator(dir / "additional_chat_templates", ec)) {
       if (e.path().extension() != ".jinja" || !e.is_regular_file()) continue;
-      if (read_file(e.path(), text, err)) m.jinja_files.emplace_back("additional_chat_templates/" + e.path().filename().string(), text);
-      else m.warnings.push_back(err);
+      add_jinja(e.path(), "additional_chat_templates/" + e.path().filename().string());
     }
   }
   for (auto [name, slot] : {std::pair{"tokenizer_config.json", &m.tokenizer_config}, std::pair{"chat_template.json", &m.chat_template_json}}) {
     if (!fs::exists(dir / name)) continue;
     json::Value v;
-    if (read_json(dir / name, v, err)) *slot = std::move(v);
-    else m.warnings.push_back(err);
+    if (read_json(dir / name, v, err)) {
+      *slot = std::move(v);
+    } else {
+      m.warnings.push_back(err);
+      m.unusable.emplace_back(name, "did not parse (" + err + ")");
+    }
   }
   return m;
 }
@@ -152,7 +168,8 @@ int run_check(const std::string& target) {
     return 2;
   }
   ModelInputs m = load_model_dir(target);
-  for (auto& w : m.warnings) std::printf("warning: %s\n", w.c_str());
+  // A template source that exists but cannot be used fails the load in transformers: an error.
+  for (auto& w : m.warnings) std::printf("FS011 error: %s\n", w.c_str());
   jinja::DiscoveryInput in = m.view();
   jinja::Discovery d = jinja::discover_templates(in);
   jinja::Options opts;
@@ -167,13 +184,13 @@ int run_check(const std::string& target) {
     std::printf("\n");
   }
   auto findings = jinja::chat_template_findings(in, opts);
-  bool error = false;
+  bool error = !m.warnings.empty();
   for (auto& f : findings) {
     std::printf("%s %s: %s\n", f.code.c_str(), std::string(severity_name(f.severity)).c_str(), f.message.c_str());
     if (!f.hint.empty()) std::printf("    hint: %s\n", f.hint.c_str());
     error |= f.severity == Severity::error;
   }
-  if (findings.empty()) std::printf("chat template OK: every probe renders\n");
+  if (findings.empty() && !error) std::printf("chat template OK: every probe renders\n");
   return error ? 1 : 0;
 }
 
