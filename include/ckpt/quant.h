@@ -12,6 +12,7 @@
 // Facts: specs/quantization-layouts.md (sections cited per scheme in src/quant/).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,6 +78,36 @@ struct ModuleQuant {
 // What the verifier knows about the module on disk when asking the predicate (mlx-lm decides
 // by the presence of "<path>.scales"; generation passes Unknown).
 enum class Evidence : uint8_t { Unknown, HasScales, NoScales };
+
+// A Python `re` pattern as a config writes it ("re:.*lm_head$" minus the prefix, a GPTQ
+// `dynamic` key, a transformers modules_to_not_convert entry), compiled once into an
+// equivalent ECMAScript std::regex (src/quant/pyre.cpp lists what is translated and what
+// is not). Invalid: Python's re rejects it (the loader raises re.error). Unsupported: valid
+// Python that ckpt cannot express (lookbehind, scoped flags, atomic groups, ...). Neither
+// ever matches. Copies share the compiled form.
+struct PyRegexImpl;
+class PyRegex {
+ public:
+  enum class Status : uint8_t { Ok, Invalid, Unsupported };
+  PyRegex() = default;
+  explicit PyRegex(std::string_view pattern);
+  const std::string& pattern() const;
+  Status status() const;
+  bool ok() const { return status() == Status::Ok; }
+  const std::string& problem() const;           // why not Ok: "nothing to repeat at position 1"
+  const std::string& required_literal() const;  // substring every match contains ("" = unknown)
+  const std::string& required_suffix() const;   // text every matched name ends with ("" = unknown)
+  bool match(std::string_view text) const;      // re.match: anchored at the start, not the end
+  bool search(std::string_view text) const;     // re.search
+  // Process-wide counters: std::regex objects built, regex searches run (tests use them to
+  // show that resolving modules compiles nothing and that required literals skip the engine).
+  static size_t compilations();
+  static size_t executions();
+
+ private:
+  bool run(std::string_view text, bool anchored) const;
+  std::shared_ptr<const PyRegexImpl> impl_;
+};
 
 struct ConfigGroup {           // compressed-tensors config_groups entry
   std::string name;
