@@ -12,6 +12,7 @@
 // Facts: specs/quantization-layouts.md (sections cited per scheme in src/quant/).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -78,11 +79,52 @@ struct ModuleQuant {
 // by the presence of "<path>.scales"; generation passes Unknown).
 enum class Evidence : uint8_t { Unknown, HasScales, NoScales };
 
+// A Python `re` pattern as a config writes it ("re:.*lm_head$" minus the prefix, a GPTQ
+// `dynamic` key, a transformers modules_to_not_convert entry), compiled once into an
+// equivalent ECMAScript std::regex (src/quant/pyre.cpp lists what is translated and what
+// is not). Invalid: Python's re rejects it (the loader raises re.error). Unsupported: valid
+// Python that ckpt cannot express (lookbehind, scoped flags, atomic groups, ...). Neither
+// ever matches. Copies share the compiled form.
+struct PyRegexImpl;
+class PyRegex {
+ public:
+  enum class Status : uint8_t { Ok, Invalid, Unsupported };
+  PyRegex() = default;
+  explicit PyRegex(std::string_view pattern);
+  const std::string& pattern() const;
+  Status status() const;
+  bool ok() const { return status() == Status::Ok; }
+  const std::string& problem() const;           // why not Ok: "nothing to repeat at position 1"
+  const std::string& required_literal() const;  // substring every match contains ("" = unknown)
+  const std::string& required_suffix() const;   // text every matched name ends with ("" = unknown)
+  bool match(std::string_view text) const;      // re.match: anchored at the start, not the end
+  bool search(std::string_view text) const;     // re.search
+  // Process-wide counters: std::regex objects built, regex searches run (tests use them to
+  // show that resolving modules compiles nothing and that required literals skip the engine).
+  static size_t compilations();
+  static size_t executions();
+
+ private:
+  bool run(std::string_view text, bool anchored) const;
+  std::shared_ptr<const PyRegexImpl> impl_;
+};
+
 struct ConfigGroup {           // compressed-tensors config_groups entry
   std::string name;
   std::vector<std::string> targets;
   ModuleQuant weights;         // format/bits/group/symmetric as declared
   bool has_input_activations = false;
+};
+
+// How the loaders resolve one module. `quant` is what ckpt checks the files against (the
+// library that wrote the format: compressed-tensors / llm-compressor, GPTQModel, AutoRound,
+// transformers' quantizers, mlx-lm); `other` is set when another loader (vLLM) resolves the
+// same module differently (a different group, bits, or quantized vs float): QZ011.
+struct Resolution {
+  ModuleQuant quant;
+  std::string loaders;                // who resolves it as `quant`: "compressed-tensors"
+  std::optional<ModuleQuant> other;   // another loader's different resolution
+  std::string other_loaders;          // "vLLM"
 };
 
 struct QuantScheme {
@@ -91,7 +133,11 @@ struct QuantScheme {
                                // "text_config.quantization_config"
   std::string raw_method;      // quant_method as written
   ModuleQuant base;            // the default module quantization (bits, group, format, ...)
-  std::vector<std::string> problems;  // declaration problems (wrong types, unknown format)
+  std::vector<std::string> problems;  // declaration errors: wrong types, unknown format, a
+                                      // pattern Python rejects (the loader raises): QZ001 error
+  std::vector<std::string> limits;    // parts of the declaration no loader or ckpt applies
+                                      // (a pattern ckpt cannot emulate, an entry AutoRound
+                                      // skips): QZ001 warning
 
   // MLX: per-module overrides ("path": {bits, group_size[, mode]} or false).
   std::vector<std::pair<std::string, std::optional<ModuleQuant>>> mlx_overrides;
@@ -100,19 +146,32 @@ struct QuantScheme {
   std::vector<std::string> ignore;
   // GPTQ / AutoRound
   bool lm_head = false;                         // gptq "lm_head": true
-  std::vector<std::pair<std::string, std::optional<ModuleQuant>>> dynamic;  // "+:re"/"-:re"
+  std::vector<std::pair<std::string, std::optional<ModuleQuant>>> dynamic;  // "+:re"/"-:re" (prefix stripped)
   std::vector<std::string> modules_in_block;    // modules_in_block_to_quantize (flattened)
   std::vector<std::pair<std::string, ModuleQuant>> extra_config;  // AutoRound per-layer
-  std::string block_name;                       // AutoRound block_name_to_quantize (joined)
-  // AWQ / FP8 / bnb / mxfp4 exclusion lists (modules_to_not_convert, llm_int8_skip_modules,
-  // ignored_layers)
+  std::vector<std::string> block_names;         // AutoRound block_name_to_quantize (split on ",")
+  // AWQ / FP8 / bnb / mxfp4 / AutoRound exclusion lists (modules_to_not_convert,
+  // llm_int8_skip_modules, ignored_layers)
   std::vector<std::string> not_convert;
+
+  // The rule fields above with every pattern compiled (once: a 92k-tensor checkpoint asks for
+  // every module). parse_scheme() compiles; call compile() again after editing the rules.
+  struct Compiled;
+  std::shared_ptr<const Compiled> compiled;
+  void compile();
 
   // The loader's predicate for one module. `module` is the checkpoint path without the
   // ".weight" suffix; `in_features` lets MLX skip non-divisible layers; `evidence` is what
   // the checkpoint says (MLX quantizes exactly the modules that ship "<path>.scales").
   ModuleQuant for_module(std::string_view module, arch::ModuleKind kind,
                          uint64_t in_features = 0, Evidence evidence = Evidence::Unknown) const;
+  // The same, with the other loaders' view where it differs (QZ011).
+  Resolution resolve(std::string_view module, arch::ModuleKind kind, uint64_t in_features = 0,
+                     Evidence evidence = Evidence::Unknown) const;
+
+ private:
+  Resolution resolve_impl(std::string_view module, arch::ModuleKind kind, uint64_t in_features,
+                          Evidence evidence, bool with_other) const;
 };
 
 // Parse the quantization declaration of config.json (top level, then

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -83,12 +84,36 @@ struct Engine {
   std::map<std::string, size_t> capped;  // code -> emitted count
   std::map<std::string, size_t> overflow;
 
+  // Findings and fused-shard notes of one trial resolution of a module, while the loaders'
+  // resolutions of it are compared against the files (check_module).
+  struct ModuleState {
+    bool quantized = false;
+    int bits = 0, group = 0;
+    Format format = Format::None;
+  };
+  struct Pending {
+    const char* code;
+    Severity sev;
+    std::string msg, file, tensor, hint;
+  };
+  struct Capture {
+    std::vector<Pending> findings;
+    std::vector<std::tuple<std::string, ModuleState, std::string>> fused;
+    bool error = false;
+  };
+  Capture* capture = nullptr;
+
   Engine(const ConformanceInput& i, unsigned f, FindingSink& s) : in(i), fam(f), sink(s) {}
 
   void emit(const char* code, Severity sev, std::string msg, std::string file, std::string tensor,
             std::string hint) {
     unsigned need = code[0] == 'C' ? kCF : code[0] == 'A' ? kAR : kQZ;
     if (!(fam & need)) return;
+    if (capture) {  // a trial resolution (check_module): kept aside until one is chosen
+      capture->error = capture->error || sev == Severity::error;
+      capture->findings.push_back({code, sev, std::move(msg), std::move(file), std::move(tensor), std::move(hint)});
+      return;
+    }
     size_t& n = capped[code];
     if (n >= 25 && sev != Severity::error) {
       ++overflow[code];
@@ -180,11 +205,6 @@ struct Engine {
 
   // ---- AR/QZ ----------------------------------------------------------------------------
 
-  struct ModuleState {
-    bool quantized = false;
-    int bits = 0, group = 0;
-    Format format = Format::None;
-  };
   std::unordered_map<std::string, ModuleState> fused;  // fused-shard key -> first module state
   std::unordered_map<std::string, std::string> fused_first;
 
@@ -201,6 +221,10 @@ struct Engine {
   }
 
   void note_fused(std::string_view module, const ModuleState& st, const std::string& file) {
+    if (capture) {
+      capture->fused.emplace_back(std::string(module), st, file);
+      return;
+    }
     auto k = fused_key(module);
     if (!k) return;
     auto it = fused.find(k->first);
@@ -414,7 +438,8 @@ struct Engine {
         std::string msg = p.name + ": stored " + shape_str(s) + ", but " + std::string(quant::format_name(mq.format)) +
                           " " + std::to_string(mq.bits) + "-bit" +
                           (mq.group_size > 0 ? " group " + std::to_string(mq.group_size) : "") + " over [" +
-                          std::to_string(O) + ", " + std::to_string(I) + "] implies " + shape_str(p.shape);
+                          std::to_string(O) + ", " + std::to_string(I) + "] implies " + shape_str(p.shape) +
+                          " (declared by " + mq.reason + ")";
         std::string hint;
         // diagnose the width actually stored
         bool packed_main = &p == &parts.front() && (p.dtype == DTypeRole::U32 || p.dtype == DTypeRole::I32 ||
@@ -472,14 +497,67 @@ struct Engine {
                main_actual ? std::string(main_actual->file) : in.index_file);
   }
 
-  // A weight-like tensor (Linear / Embedding / ScaledLinear).
+  static std::string quant_desc(const ModuleQuant& q) {
+    if (!q.quantized) return "float";
+    return std::string(quant::format_name(q.format)) + " " + std::to_string(q.bits) + "-bit" +
+           (q.group_size > 0 ? " group " + std::to_string(q.group_size) : std::string());
+  }
+
+  // A weight-like tensor (Linear / Embedding / ScaledLinear). When the loaders resolve the
+  // module differently (quant::Resolution::other), both resolutions are checked against the
+  // files; the one the files follow is reported, with a QZ011 warning naming both.
   void check_module(const ExpectedTensor& x) {
     const std::string_view module = x.module();
+    if (!scheme) {
+      check_module_as(x, ModuleQuant{});
+      return;
+    }
     const bool has_comp = companions.count(module) > 0;
     auto [O, I] = x.out_in();
-    ModuleQuant mq;
-    if (scheme)
-      mq = scheme->for_module(module, x.kind, I, has_comp ? quant::Evidence::HasScales : quant::Evidence::NoScales);
+    quant::Resolution r =
+        scheme->resolve(module, x.kind, I, has_comp ? quant::Evidence::HasScales : quant::Evidence::NoScales);
+    if (!r.other) {
+      check_module_as(x, r.quant);
+      return;
+    }
+    Capture a, b;
+    capture = &a;
+    check_module_as(x, r.quant);
+    capture = &b;
+    check_module_as(x, *r.other);
+    capture = nullptr;
+    const bool follow_other = a.error && !b.error;
+    auto first_error = [](const Capture& c) {
+      for (const auto& f : c.findings)
+        if (f.sev == Severity::error) return std::string(f.code) + " " + f.msg;
+      return std::string();
+    };
+    std::string outcome;
+    if (follow_other)
+      outcome = "the files follow " + r.other_loaders + ", so " + r.loaders + " fails on them (" + first_error(a) + ")";
+    else if (!a.error && b.error)
+      outcome = "the files follow " + r.loaders + ", so " + r.other_loaders + " fails on them (" + first_error(b) + ")";
+    else if (a.error)
+      outcome = "the files follow neither (the errors below are for " + r.loaders + "'s resolution)";
+    else
+      outcome = "the headers cannot tell which one the files follow";
+    emit("QZ011", Severity::warning,
+         std::string(module) + ": the loaders resolve its quantization differently: " + r.loaders + " gives " +
+             quant_desc(r.quant) + " by " + r.quant.reason + "; " + r.other_loaders + " gives " + quant_desc(*r.other) +
+             " by " + r.other->reason + "; " + outcome,
+         in.config_file, x.name,
+         "make every loader pick the same rule: give the module one matching target, or make the specific "
+         "rule come first in declaration order and sort first alphabetically");
+    Capture& chosen = follow_other ? b : a;
+    for (auto& f : chosen.findings)
+      emit(f.code, f.sev, std::move(f.msg), std::move(f.file), std::move(f.tensor), std::move(f.hint));
+    for (auto& [m, st, file] : chosen.fused) note_fused(m, st, file);
+  }
+
+  // Check the module's tensors against one resolution.
+  void check_module_as(const ExpectedTensor& x, const ModuleQuant& mq) {
+    const std::string_view module = x.module();
+    const bool has_comp = companions.count(module) > 0;
     if (mq.quantized) {
       check_quantized(x, mq);
       return;
@@ -721,6 +799,8 @@ struct Engine {
              in.config_file, "", "");
       for (const auto& p : scheme->problems)
         emit("QZ001", Severity::error, scheme->source + ": " + p, in.config_file, "", "");
+      for (const auto& p : scheme->limits)
+        emit("QZ001", Severity::warning, scheme->source + ": " + p, in.config_file, "", "");
       if (scheme->method == quant::Method::MLX) {
         const json::Value* a = cfg.find("quantization");
         const json::Value* b = cfg.find("quantization_config");

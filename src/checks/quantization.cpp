@@ -10,7 +10,7 @@ namespace ckpt::checks {
 
 namespace {
 
-constexpr std::array<CheckInfo, 10> kCodes{{
+constexpr std::array<CheckInfo, 11> kCodes{{
     {"QZ001", Severity::warning, "quantization declaration unusable or not modelled"},
     {"QZ002", Severity::error, "quantization companion tensor missing"},
     {"QZ003", Severity::error, "packed geometry differs from the declared bits/group size"},
@@ -21,6 +21,7 @@ constexpr std::array<CheckInfo, 10> kCodes{{
     {"QZ008", Severity::error, "integer or FP8 weight where a float weight is expected"},
     {"QZ009", Severity::error, "fused shards (q/k/v, gate/up) quantized differently"},
     {"QZ010", Severity::info, "scheme some loaders refuse"},
+    {"QZ011", Severity::warning, "loaders resolve a module's quantization differently"},
 }};
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
