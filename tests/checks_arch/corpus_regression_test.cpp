@@ -303,5 +303,25 @@ TEST(RealLayoutDefects, BrokenSideFilesAreFindingsNotAbsences) {
   EXPECT_NE(find_code(fs, "TK019"), nullptr) << dump(fs);
 }
 
+// A per-module override that contradicts the packed tensors, on the real MLX 4-bit layout:
+// mlx-lm applies the module's own entry, so 8 bits over 4-bit words is an error naming it.
+TEST(RealLayoutDefects, PerModuleOverrideAgainstPackedGeometry) {
+  CKPT_REQUIRE_CORPUS();
+  auto s = make_standin("Qwen3-14B-MLX-4bit");
+  EXPECT_EQ(errors_of(verify_dir(s->dir.path())), "");
+  json::Value cfg = parse_json(slurp(s->dir / "config.json"));
+  for (auto& m : cfg.mutable_object())
+    if (m.first == "quantization" || m.first == "quantization_config")
+      m.second.mutable_object().emplace_back("model.layers.0.mlp.down_proj",
+                                             json::Object{{"group_size", 64}, {"bits", 8}});
+  write_text(s->dir / "config.json", cfg.dump());
+  auto fs = verify_dir(s->dir.path());
+  const Finding* f = find_code(fs, "QZ003", "model.layers.0.mlp.down_proj.weight");
+  ASSERT_NE(f, nullptr) << dump(fs);
+  EXPECT_EQ(f->severity, Severity::error);
+  EXPECT_NE(f->message.find("model.layers.0.mlp.down_proj"), std::string::npos) << f->message;
+  EXPECT_NE(f->hint.find("4 bits"), std::string::npos) << f->hint;
+}
+
 }  // namespace
 }  // namespace ckpt::test
