@@ -430,7 +430,8 @@ void js_family_rules(const Dialect& d, Ctx& c) {
       }
       if (t.kind == Tok::op && t.text == "[" && k + 1 < toks.size() && toks[k + 1].text == "]" && k > 0 && hf) {
         const Tok& prev = toks[k - 1];
-        if (prev.kind == Tok::name || prev.kind == Tok::str || prev.text == ")" || prev.text == "]")
+        if ((prev.kind == Tok::name && !keyword_operand(prev.text)) || prev.kind == Tok::str || prev.text == ")" ||
+            prev.text == "]")
           c.add(DialectIssue::Kind::refuses, t.pos, "Expected at least one argument for member/slice expression",
                 "an empty subscript 'x[]'", src);
       }
