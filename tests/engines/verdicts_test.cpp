@@ -6,6 +6,8 @@
 #include "ckpt/engines.h"
 #include "ckpt/report.h"
 
+#include <cstring>
+
 namespace ckpt::engines {
 namespace {
 
@@ -233,6 +235,40 @@ TEST(engines_report, engines_field_only_when_set) {
   EXPECT_NE(render_text(r, false).find("missing x (mlx-lm, swiftlm)"), std::string::npos);
   EXPECT_NE(render_github(r).find("AR002 missing x (mlx-lm, swiftlm)"), std::string::npos);
   EXPECT_NE(render_sarif(r).find("missing x (mlx-lm, swiftlm)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ckpt::engines
+
+namespace ckpt::engines {
+namespace {
+
+TEST(engines_cli, indexed_shard_outside_mlx_glob_and_wordlevel_tokenizer) {
+  TempDir d;
+  const auto dir = d.path() / "g";
+  fixture("qwen2", dir, {"--shards", "2"});
+  std::filesystem::rename(dir / "model-00002-of-00002.safetensors", dir / "embed.safetensors");
+  std::string idx = test::read_text(dir / "model.safetensors.index.json");
+  for (size_t p; (p = idx.find("model-00002-of-00002.safetensors")) != std::string::npos;)
+    idx.replace(p, std::strlen("model-00002-of-00002.safetensors"), "embed.safetensors");
+  test::write_text(dir / "model.safetensors.index.json", idx);
+  auto m = json_out(run_ckpt({"verify", dir.string(), "--format", "json", "--engine", "mlx-lm"}));
+  auto ix = with_code(m, "IX014");
+  ASSERT_EQ(ix.size(), 1u) << m.dump();
+  EXPECT_EQ(ix[0].get_string("severity"), "error");
+  EXPECT_NE(ix[0].get_string("message")->find("(embed.safetensors)"), std::string::npos);
+  auto t = json_out(run_ckpt({"verify", dir.string(), "--format", "json", "--engine", "transformers,swiftlm"}));
+  EXPECT_TRUE(with_code(t, "IX014").empty()) << "index-driven and recursive-glob loaders open it";
+  // A WordLevel tokenizer: SwiftLM cannot build it.
+  test::write_text(dir / "tokenizer.json",
+                   R"({"version": "1.0", "added_tokens": [], "model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1},)"
+                   R"( "unk_token": "a"}})");
+  auto s = json_out(run_ckpt({"verify", dir.string(), "--format", "json", "--engine", "swiftlm", "--select", "TK019"}));
+  auto tk = with_code(s, "TK019");
+  ASSERT_EQ(tk.size(), 1u) << s.dump();
+  EXPECT_NE(tk[0].get_string("message")->find("SwiftLM cannot build a WordLevel tokenizer"), std::string::npos);
+  auto v = json_out(run_ckpt({"verify", dir.string(), "--format", "json", "--engine", "vllm", "--select", "TK019"}));
+  EXPECT_TRUE(with_code(v, "TK019").empty());
 }
 
 }  // namespace
