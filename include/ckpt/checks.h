@@ -11,6 +11,10 @@
 
 namespace ckpt {
 
+namespace engines {
+struct Selection;
+}
+
 struct CheckInfo {
   std::string_view code;
   Severity severity;      // the usual severity (a family may lower or raise it with a reason)
@@ -22,6 +26,8 @@ const CheckInfo* find_check(std::string_view code);
 
 struct VerifyOptions {
   bool deep = false;
+  // The engines to judge for (--engine); nullptr = the portable verdict (ckpt/engines.h).
+  const engines::Selection* engines = nullptr;
 };
 
 struct CheckFamily {
@@ -31,7 +37,8 @@ struct CheckFamily {
 
 std::span<const CheckFamily> check_families();
 
-// Run every family over the checkpoint; findings come back sorted by file, then code.
+// Run every family over the checkpoint, then the engine post-pass (engines::apply_verdicts);
+// findings come back sorted by file, then code.
 std::vector<Finding> run_checks(const Checkpoint& ckpt, const VerifyOptions& opts = {});
 
 }  // namespace ckpt

@@ -19,6 +19,8 @@ struct Finding {
   std::string file;
   std::string tensor;
   std::string hint;      // likely cause or fix
+  // The engine profiles the finding applies to (src/engines); empty = every engine.
+  std::vector<std::string> engines;
 };
 
 // Collects findings from check families; the only way checks report.
@@ -28,7 +30,7 @@ class FindingSink {
   void add(std::string code, Severity sev, std::string message, std::string_view file = {},
            std::string_view tensor = {}, std::string hint = {}) {
     findings_.push_back(Finding{std::move(code), sev, std::move(message), std::string(file),
-                                std::string(tensor), std::move(hint)});
+                                std::string(tensor), std::move(hint), {}});
   }
   const std::vector<Finding>& findings() const { return findings_; }
   std::vector<Finding>& findings() { return findings_; }

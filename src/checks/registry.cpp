@@ -6,6 +6,7 @@
 
 #include "checks/family.h"
 #include "util/parallel.h"
+#include "ckpt/engines.h"
 #include "ckpt/timings.h"
 
 namespace ckpt {
@@ -23,6 +24,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kTokenizerFamily,
     &checks::kChatTemplateFamily,
     &checks::kHashesFamily,
+    &checks::kEnginesFamily,
 };
 
 static const std::vector<CheckInfo>& code_table() {
@@ -89,6 +91,8 @@ std::vector<Finding> run_checks(const Checkpoint& ckpt, const VerifyOptions& opt
   out.reserve(total);
   for (auto& s : sinks)
     for (auto& f : s.findings()) out.push_back(std::move(f));
+  static const engines::Selection portable;
+  engines::apply_verdicts(out, opts.engines ? *opts.engines : portable);
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     if (a.file != b.file) return a.file < b.file;
     return a.code < b.code;

@@ -26,6 +26,14 @@ Summary count_findings(const std::vector<Finding>& findings) {
   return s;
 }
 
+// " (mlx-lm, swiftlm)" for a finding that applies to some engines only; "" otherwise.
+static std::string engines_suffix(const Finding& f) {
+  if (f.engines.empty()) return "";
+  std::string s = " (";
+  for (size_t i = 0; i < f.engines.size(); ++i) s += (i ? ", " : "") + f.engines[i];
+  return s + ")";
+}
+
 static std::string plural(uint64_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
@@ -60,7 +68,7 @@ std::string render_text(const Report& r, bool color) {
       const char* col = f->severity == Severity::error ? "31" : f->severity == Severity::warning ? "33" : "36";
       char sev[16];
       std::snprintf(sev, sizeof sev, "%-7s", std::string(severity_name(f->severity)).c_str());
-      out += "    " + paint(col, sev) + " " + paint("1", f->code) + "  " + f->message + "\n";
+      out += "    " + paint(col, sev) + " " + paint("1", f->code) + "  " + f->message + engines_suffix(*f) + "\n";
       if (!f->tensor.empty()) out += "                   tensor: " + f->tensor + "\n";
       if (!f->hint.empty()) out += "                   " + paint("2", "hint: " + f->hint) + "\n";
     }
@@ -138,6 +146,14 @@ std::string render_json(const Report& r) {
     field(out, "tensor", f.tensor);
     out += ',';
     field(out, "hint", f.hint);
+    if (!f.engines.empty()) {  // absent means every engine (keeps older output byte-identical)
+      out += ",\"engines\":[";
+      for (size_t i = 0; i < f.engines.size(); ++i) {
+        if (i) out += ',';
+        quoted_utf8(out, f.engines[i]);
+      }
+      out += ']';
+    }
     out += '}';
   }
   const Summary& s = r.summary;
@@ -171,7 +187,7 @@ std::string render_github(const Report& r) {
     if (!f.file.empty()) props += "file=" + gh_escape(r.file_prefix + f.file, true);
     props += std::string(props.empty() ? "" : ",") + "title=" + gh_escape(f.code, true);
     out += " " + props;
-    std::string msg = f.code + " " + f.message;
+    std::string msg = f.code + " " + f.message + engines_suffix(f);
     if (!f.tensor.empty()) msg += " [tensor " + f.tensor + "]";
     if (!f.hint.empty()) msg += " — " + f.hint;
     out += "::" + gh_escape(msg, false) + "\n";
@@ -206,7 +222,7 @@ std::string render_sarif(const Report& r) {
     out += ",\"level\":\"";
     out += f.severity == Severity::error ? "error" : f.severity == Severity::warning ? "warning" : "note";
     out += "\",\"message\":{\"text\":";
-    std::string msg = f.message;
+    std::string msg = f.message + engines_suffix(f);
     if (!f.tensor.empty()) msg += " [tensor " + f.tensor + "]";
     if (!f.hint.empty()) msg += " — " + f.hint;
     quoted_utf8(out, msg);

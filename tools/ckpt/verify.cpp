@@ -10,6 +10,7 @@
 
 #include "ckpt/checks.h"
 #include "ckpt/checkpoint.h"
+#include "ckpt/engines.h"
 #include "ckpt/report.h"
 #include "ckpt/timings.h"
 #include "subcommand.h"
@@ -48,7 +49,7 @@ int run_verify(int argc, char** argv) {
   app.name(argv[0]);
   std::string target, format = "text";
   bool deep = false, strict = false;
-  std::vector<std::string> ignore, select;
+  std::vector<std::string> ignore, select, engine_args;
   app.add_option("TARGET", target, "model directory, HF cache snapshot directory, or org/name[@revision] in the local HF cache")
       ->required();
   app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json", "github", "sarif"}));
@@ -58,6 +59,10 @@ int run_verify(int argc, char** argv) {
   app.add_flag("--strict", strict, "warnings also fail (exit 1)");
   app.add_option("--ignore", ignore, "codes or prefixes to drop, comma-separated (e.g. ST017,IX012)");
   app.add_option("--select", select, "only report these codes or prefixes, comma-separated (e.g. ST,IX)");
+  app.add_option("--engine", engine_args,
+                 "judge for these engines (repeatable, comma-separated; NAME or NAME@VERSION, see `ckpt engines`): "
+                 "what breaks them is an error, findings for other engines only are dropped. Without it: the "
+                 "portable verdict");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -73,6 +78,13 @@ int run_verify(int argc, char** argv) {
       return 2;
     }
 
+  std::string engine_error;
+  auto selection = engines::parse_selection(engine_args, &engine_error);
+  if (!selection) {
+    std::fprintf(stderr, "ckpt verify: --engine: %s\n", engine_error.c_str());
+    return 2;
+  }
+
   timings::mark("cli: parse arguments");
   auto t0 = std::chrono::steady_clock::now();
   // Deliberately never freed: tearing down a 100k-tensor model costs more than verifying it,
@@ -85,6 +97,7 @@ int run_verify(int argc, char** argv) {
   const Checkpoint& ck = *loaded->checkpoint;
   VerifyOptions opts;
   opts.deep = deep;
+  opts.engines = &*selection;
   std::vector<Finding> all = run_checks(ck, opts);
   timings::mark("checks: sort findings");
   auto t1 = std::chrono::steady_clock::now();
