@@ -89,6 +89,7 @@ int DictObj::get_str(std::string_view key, Value& out) {
       case json::Type::boolean: out = Value::boolean(j.as_bool()); return 1;
       case json::Type::integer: out = Value::integer(j.as_int()); return 1;
       case json::Type::number: out = Value::flt(j.as_double()); return 1;
+      case json::Type::big_int: out = Value::flt(j.as_double()); return 1;  // no big ints here: nearest float
       default: return -1;
     }
   }
@@ -325,6 +326,7 @@ Value from_json(const json::Value& j) {
     case json::Type::boolean: return Value::boolean(j.as_bool());
     case json::Type::integer: return Value::integer(j.as_int());
     case json::Type::number: return Value::flt(j.as_double());
+    case json::Type::big_int: return Value::flt(j.as_double());  // the engine has no big ints: nearest float
     case json::Type::string: return Value::str(j.as_string());
     case json::Type::array: {
       std::vector<Value> items;
@@ -350,6 +352,7 @@ Value pooled(const json::Value& j, ContextPool& pool) {
     case json::Type::boolean: return Value::boolean(j.as_bool());
     case json::Type::integer: return Value::integer(j.as_int());
     case json::Type::number: return Value::flt(j.as_double());
+    case json::Type::big_int: return Value::flt(j.as_double());  // the engine has no big ints: nearest float
     case json::Type::string: return Value::borrowed_str(&j.as_string());
     case json::Type::array: {
       ListObj* l = pool.lists.next();

@@ -478,7 +478,7 @@ TEST(TokenizerReader, MalformedJsonIsLocated) {
   ASSERT_EQ(codes(fs), std::vector<std::string>{"TK002"}) << dump(fs);
   EXPECT_NE(fs[0].message.find("at 1:1: unsupported JSON: "), std::string::npos) << fs[0].message;
   // Too deep, invalid UTF-8, an invalid escape, a lone surrogate, trailing bytes.
-  for (std::string t : {std::string(600, '[') + std::string(600, ']'), std::string("{\"a\":\"\xff\"}"),
+  for (std::string t : {std::string(json::kDefaultMaxDepth + 1, '[') + std::string(json::kDefaultMaxDepth + 1, ']'), std::string("{\"a\":\"\xff\"}"),
                         std::string(R"({"a":"\x"})"), std::string(R"({"a":"\ud800"})"), bpe("", "") + "x"}) {
     fs = run_tokenizer(t);
     EXPECT_EQ(codes(fs), std::vector<std::string>{"TK002"}) << t.substr(0, 40) << "\n" << dump(fs);
