@@ -27,6 +27,7 @@
 #include "ckpt/tokenizer.h"
 #include "io/file.h"
 #include "io/limits.h"
+#include "io/simdjson_spelling.h"
 #include "tokenizer/json_sections.h"
 #include "tokenizer/sentencepiece.h"
 #include "tokenizer/token_table.h"
@@ -211,50 +212,6 @@ bool pair_of(element e, element& a, element& b) {
 
 // Parses tokenizer.json in place when the loader left simdjson's padding after the bytes, else
 // from a padded copy. Errors are located as json::parse locates them.
-// A copy of a document Python's json accepts but simdjson declines, respelled so simdjson
-// reads it: integers beyond 64 bits become doubles (appended ".0", or +-1e308 beyond the double
-// range) and NaN/Infinity become null. None of them can be a token id, so no check changes.
-std::string simdjson_spelling(std::string_view t) {
-  std::string out;
-  out.reserve(t.size() + 64);
-  size_t i = 0;
-  while (i < t.size()) {
-    const char c = t[i];
-    if (c == '"') {  // copy a string verbatim
-      size_t j = i + 1;
-      while (j < t.size() && t[j] != '"') j += t[j] == '\\' ? 2 : 1;
-      j = std::min(j + 1, t.size());
-      out.append(t.substr(i, j - i));
-      i = j;
-      continue;
-    }
-    if (c == 'N' && t.substr(i, 3) == "NaN") { out += "null"; i += 3; continue; }
-    if (c == 'I' && t.substr(i, 8) == "Infinity") { out += "null"; i += 8; continue; }
-    if (c == '-' && t.substr(i, 9) == "-Infinity") { out += "null"; i += 9; continue; }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      size_t j = i + (c == '-');
-      size_t digits = 0;
-      while (j < t.size() && t[j] >= '0' && t[j] <= '9') ++j, ++digits;
-      const bool integer = j >= t.size() || (t[j] != '.' && t[j] != 'e' && t[j] != 'E');
-      if (integer && digits > 18) {
-        if (digits > 300) out += c == '-' ? "-1e308" : "1e308";
-        else out.append(t.substr(i, j - i)).append(".0");
-        i = j;
-        continue;
-      }
-      while (j < t.size() && (std::isdigit(static_cast<unsigned char>(t[j])) || t[j] == '.' || t[j] == 'e' ||
-                              t[j] == 'E' || t[j] == '+' || t[j] == '-'))
-        ++j;
-      out.append(t.substr(i, j - i));
-      i = j;
-      continue;
-    }
-    out.push_back(c);
-    ++i;
-  }
-  return out;
-}
-
 std::optional<json::ParseError> parse_document(const std::string& text, dom::parser& parser,
                                                simdjson::padded_string& copy, element& root) {
   if (auto e = io::size_limit_error(text.size(), limits::kMaxSideJsonBytes); !e.empty())  // the loader never reads more
@@ -272,7 +229,7 @@ std::optional<json::ParseError> parse_document(const std::string& text, dom::par
   // What Python's json reads is valid here too (json::parse is the judge): respell the
   // numbers simdjson declines and read that.
   if (json::parse(text, limits::kMaxJsonDepth).ok()) {
-    copy = simdjson::padded_string(simdjson_spelling(text));
+    copy = simdjson::padded_string(io::simdjson_spelling(text));
     if (parser.parse(copy).get(root) == simdjson::SUCCESS) return std::nullopt;
   }
   json::ParseError located = json::locate_error(text, limits::kMaxJsonDepth);
@@ -837,17 +794,19 @@ std::optional<int64_t> config_vocab_size(const Checkpoint& ck) {
   return ck.config.value.get_int("vocab_size");
 }
 
+// Token-id fields, integers of any size (Python reads 10**30 as an int, and so does
+// json::parse): a check that compares an id with the embedding must see them all.
 void collect_ids(const json::Value& obj, const std::string& where,
-                 std::vector<std::pair<std::string, int64_t>>& out) {
+                 std::vector<std::pair<std::string, json::Value>>& out) {
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"}) {
     const json::Value* v = obj.find(key);
     if (!v) continue;
-    if (v->is_int()) {
-      out.emplace_back(where + key, v->as_int());
+    if (v->is_integer()) {
+      out.emplace_back(where + key, *v);
     } else if (v->is_array()) {
       size_t i = 0;
       for (const auto& e : v->as_array()) {
-        if (e.is_int()) out.emplace_back(where + key + "[" + std::to_string(i) + "]", e.as_int());
+        if (e.is_integer()) out.emplace_back(where + key + "[" + std::to_string(i) + "]", e);
         ++i;
       }
     }
@@ -1084,10 +1043,10 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
                jf->file, {}, "fix the file; its special tokens and ids are then checked against the tokenizer and the embedding");
 
   // Token ids named in config.json / generation_config.json.
-  std::vector<std::tuple<std::string, std::string, int64_t>> ids;  // file, field, id
+  std::vector<std::tuple<std::string, std::string, json::Value>> ids;  // file, field, id
   auto gather = [&](const JsonFile& jf) {
     if (!jf.ok()) return;
-    std::vector<std::pair<std::string, int64_t>> v;
+    std::vector<std::pair<std::string, json::Value>> v;
     collect_ids(jf.value, "", v);
     if (const json::Value* t = text_section(jf.value)) {
       std::string prefix = t == jf.value.find("text_config") ? "text_config." :
@@ -1099,17 +1058,18 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
   gather(ck.config);
   gather(ck.generation_config);
   for (const auto& [file, field, id] : ids) {
-    if (id < 0) continue;  // -1 is a common "unset" placeholder
-    if (rows && uint64_t(id) >= *rows) {
+    if (id.compare_integer(0) < 0) continue;  // -1 is a common "unset" placeholder
+    const std::string text = id.integer_text();
+    if (rows && id.compare_integer(*rows) >= 0) {
       sink.add("TK013", Severity::error,
-               file + " " + field + " is " + std::to_string(id) + " but " + rows_what +
+               file + " " + field + " is " + text + " but " + rows_what +
                    "; expected an id < " + std::to_string(*rows),
                file, {},
                "generation would look up a row that does not exist (or never stop, for eos); the id "
                "belongs to another model's tokenizer");
-    } else if (tk.known && !tk.has_id(id)) {
+    } else if (tk.known && (!id.is_int() || !tk.has_id(id.as_int()))) {
       sink.add("TK017", Severity::warning,
-               file + " " + field + " is " + std::to_string(id) + " but no token in " + tk.source +
+               file + " " + field + " is " + text + " but no token in " + tk.source +
                    " has that id (largest id " + std::to_string(tk.max_id) + ")",
                file, {}, "the id cannot be decoded to text; it probably belongs to another tokenizer");
     }
