@@ -108,6 +108,9 @@ struct Tokens {
   std::vector<int64_t> ids;  // sorted and unique after finish()
   int64_t max_id = -1;
   std::vector<std::string> owned;  // backing store for SentencePiece pieces
+  // added_tokens marked "special": true (id, content), for TK014's judgement of ids beyond the
+  // embedding: a multimodal placeholder no text prompt contains is not a broken tokenizer.
+  std::vector<std::pair<int64_t, std::string_view>> special_added;
 
   bool has(std::string_view s) const { return by_text.contains(s); }
   void note_id(int64_t id) {
@@ -655,6 +658,10 @@ void read_tokenizer_json(const std::string& file, element root, Tokens& tk, Find
           malformed.add_with([&] { return "#" + std::to_string(i) + " " + dump(e).substr(0, 80); });
           continue;
         }
+        if (element sp; member(e, "special", sp)) {
+          bool special = false;
+          if (sp.get_bool().get(special) == simdjson::SUCCESS && special) tk.special_added.emplace_back(*id, text);
+        }
         auto [it, fresh] = added_by_id.emplace(*id, text);
         if (!fresh && it->second != text)
           clash_ids.add_with([&] { return "id " + std::to_string(*id) + " = " + q(it->second) + " and " + q(text); });
@@ -1026,13 +1033,27 @@ void check_tokenizer(const Checkpoint& ck, const CheckInput& in, FindingSink& si
   // The tokenizer must fit the embedding (smaller is normal: padded vocabularies).
   if (tk.known && rows && tk.max_id >= 0 && uint64_t(tk.max_id) >= *rows) {
     uint64_t beyond = tk.count_at_or_beyond(*rows);
-    sink.add("TK014", Severity::error,
+    // Only special added tokens beyond the rows (gemma-3-1b-it, a text model, ships the image
+    // placeholder <image_soft_token> at 262144 over 262144 rows): loaders do not check, and a
+    // text prompt never contains them, so the model works unless a client sends that token.
+    std::vector<std::pair<int64_t, std::string_view>> special_beyond;
+    for (const auto& sa : tk.special_added)
+      if (uint64_t(sa.first) >= *rows &&
+          std::none_of(special_beyond.begin(), special_beyond.end(), [&](const auto& x) { return x.first == sa.first; }))
+        special_beyond.push_back(sa);
+    const bool only_special = !special_beyond.empty() && special_beyond.size() == beyond;
+    std::string names;
+    for (size_t k = 0; k < special_beyond.size() && k < 5; ++k)
+      names += (k ? ", " : "") + q(special_beyond[k].second) + " = " + std::to_string(special_beyond[k].first);
+    sink.add("TK014", only_special ? Severity::warning : Severity::error,
              tk.source + " has token ids up to " + std::to_string(tk.max_id) + " (" +
-                 std::to_string(beyond) + " ids at or beyond " + std::to_string(*rows) + ") but " +
-                 rows_what + "; expected every id < " + std::to_string(*rows),
+                 std::to_string(beyond) + " ids at or beyond " + std::to_string(*rows) + (only_special ? ", all of them special added tokens: " + names : "") +
+                 ") but " + rows_what + "; expected every id < " + std::to_string(*rows),
              tk.source, rows_tensor,
-             "the tokenizer belongs to a larger model or tokens were added without resizing the "
-             "embedding; those ids index past the embedding table");
+             only_special ? "a prompt containing one of these special tokens indexes past the embedding (a crash or "
+                            "garbage); text prompts never contain them, so only clients that send them are affected"
+                          : "the tokenizer belongs to a larger model or tokens were added without resizing the "
+                            "embedding; those ids index past the embedding table");
   }
 
   // Checks that read a side file which did not parse say so, rather than passing silently.
