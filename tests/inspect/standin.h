@@ -105,6 +105,21 @@ inline std::unique_ptr<StandIn> corpus_standin(const std::string& dir) {
   return s;
 }
 
+// A stand-in of the registry's plan for `config_text` (one shard, config.json beside it).
+inline std::unique_ptr<StandIn> plan_standin(const std::string& config_text) {
+  auto s = std::make_unique<StandIn>();
+  const json::Value cfg = parse_json_text(config_text);
+  auto view = arch::resolve_config(cfg);
+  auto scheme = quant::parse_scheme(cfg);
+  for (const auto& x : arch::expected_tensors(view, scheme ? &*scheme : nullptr)) {
+    if (x.presence == arch::Presence::Optional && !x.mtp) continue;
+    s->tensors.push_back({x.name, "model.safetensors", arch::resolve_dtype(x.dtype, view.model_dtype), x.shape});
+  }
+  write_shards(s->dir.path(), s->tensors);
+  write_text(s->dir / "config.json", config_text);
+  return s;
+}
+
 inline uint64_t numel(const std::vector<uint64_t>& shape) {
   uint64_t n = 1;
   for (auto d : shape) n *= d;
