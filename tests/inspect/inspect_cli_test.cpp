@@ -154,3 +154,31 @@ TEST(InspectCli, Fp8DeepSeekFixture) {
 
 }  // namespace
 }  // namespace ckpt::test
+
+namespace ckpt::test {
+namespace {
+
+// Logical parameters do not depend on how the weights are stored: every scheme the fixture
+// generator really packs unpacks to the float checkpoint's count, component by component.
+TEST(InspectCli, EverySchemeUnpacksToTheFloatCount) {
+  for (const char* arch : {"llama", "qwen3_moe"}) {
+    TempDir tmp;
+    json::Value base = inspect_json(make_fixture(tmp, {arch, (tmp / "float").string()}));
+    const json::Value& want = *base.find("parameters");
+    for (const char* scheme : {"mlx4", "mlx8", "ct-int4", "gptq4", "fp8"}) {
+      const std::string out = (tmp / scheme).string();
+      json::Value j = inspect_json(make_fixture(tmp, {arch, out, "--quant", scheme}));
+      const json::Value& got = *j.find("parameters");
+      EXPECT_EQ(got.get_int("total"), want.get_int("total")) << arch << " " << scheme;
+      EXPECT_EQ(got.get_int("active"), want.get_int("active")) << arch << " " << scheme;
+      for (const auto& [comp, t] : want.find("by_component")->as_object())
+        EXPECT_EQ(got.find("by_component")->find(comp)->get_int("params"), t.get_int("params"))
+            << arch << " " << scheme << " " << comp;
+      EXPECT_EQ(j.find("quantization")->get_bool("quantized"), true) << scheme;
+      EXPECT_GT(*j.find("quantization")->get_int("quantized_modules"), 0) << scheme;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ckpt::test
