@@ -32,7 +32,8 @@ Inspection inspect(const Checkpoint& ck, const Options& opts) {
   if (!ck.config.ok())
     in.notes.push_back(ck.config.present ? "config.json does not parse: only tensor totals are reported"
                                          : "no config.json: only tensor totals are reported");
-  cx.view = arch::resolve_config(cfg, [&](std::string_view n) { return ck.weight(n) != nullptr; });
+  // the probe reads the tensor table the loader built (ck.weight() would build a second index)
+  cx.view = arch::resolve_config(cfg, [&](std::string_view n) { return ck.tensors_by_name.count(n) > 0; });
   cx.scheme = quant::parse_scheme(cfg);
   const arch::ConfigView& v = cx.view;
 

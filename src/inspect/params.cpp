@@ -1,8 +1,10 @@
 // Parameter and byte accounting: every tensor a loader sees, by component and dtype, packed
 // quantized weights at their logical element count, quantization companions as bytes only.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 #include "ckpt/quant.h"
 #include "inspect/internal.h"
@@ -33,31 +35,6 @@ void for_components(std::string_view p, F&& f) {
     if (f(p.substr(start, dot - start))) return;
     start = dot + 1;
   }
-}
-
-bool has_component(std::string_view p, std::initializer_list<std::string_view> names) {
-  bool hit = false;
-  for_components(p, [&](std::string_view c) {
-    for (auto n : names)
-      if (c == n) return hit = true;
-    return false;
-  });
-  return hit;
-}
-
-// The decoder layer index of "...layers.<n>." (the first such pair), or -1.
-int64_t layer_index(std::string_view name) {
-  bool next = false;
-  int64_t out = -1;
-  for_components(name, [&](std::string_view c) {
-    if (next) {
-      if (all_digits(c) && c.size() < 10) out = std::stoll(std::string(c));
-      return true;
-    }
-    next = c == "layers";
-    return false;
-  });
-  return out;
 }
 
 std::string_view last_component(std::string_view module) {
@@ -104,8 +81,9 @@ Role quant_role(std::string_view name, st::DType dtype, bool declared) {
     return {Role::Main, name.substr(0, name.size() - 7)};
   if (!declared) return r;
   std::string_view best;
-  for (auto s : quant::companion_suffixes())
-    if (s != "_blocks" && ends_with(name, s) && s.size() > best.size()) best = s;
+  const char last = name.empty() ? '\0' : name.back();
+  for (auto s : quant::companion_suffixes())  // the last byte first: most names end in "weight"
+    if (s.back() == last && s != "_blocks" && ends_with(name, s) && s.size() > best.size()) best = s;
   if (!best.empty()) return {Role::Companion, name.substr(0, name.size() - best.size())};
   if (ends_with(name, ".weight") && !is_float(dtype) && dtype != st::DType::Unknown)
     return {Role::Main, name.substr(0, name.size() - 7)};
@@ -144,31 +122,69 @@ std::string_view component_key(Component c) {
 Component classify(std::string_view name, const arch::ConfigView& view, int64_t layers) {
   for (const auto& p : view.tower_prefixes)
     if (p != "mtp." && starts_with(name, p)) return Component::Towers;
-  if (has_component(name, {"vision_tower", "visual", "vision_model", "audio_tower", "audio_model",
-                           "multi_modal_projector", "embed_vision", "embed_audio", "mm_projector",
-                           "vision_encoder", "audio_encoder"}))
-    return Component::Towers;
-  if (starts_with(name, "mtp.") || has_component(name, {"mtp_layers", "mtp"})) return Component::Mtp;
-  if (layers > 0) {
-    const int64_t li = layer_index(name);
-    if (li >= layers) return Component::Mtp;
+  if (starts_with(name, "mtp.")) return Component::Mtp;
+  // one pass over the dotted components
+  bool experts = false, shared = false, attn = false, mlp = false, after_layers = false;
+  int64_t layer = -1;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) dot = name.size();
+    const std::string_view c = name.substr(start, dot - start);
+    start = dot + 1;
+    if (after_layers) {
+      after_layers = false;
+      if (layer < 0 && all_digits(c) && c.size() < 10) {
+        layer = 0;
+        for (char ch : c) layer = layer * 10 + (ch - '0');
+      }
+    }
+    switch (c.size() ? c[0] : '\0') {
+      case 'a':
+        if (c == "attn" || c == "attention") attn = true;
+        else if (c == "audio_tower" || c == "audio_model" || c == "audio_encoder") return Component::Towers;
+        break;
+      case 'b': if (c == "block_sparse_moe") mlp = true; break;
+      case 'e':
+        if (c == "experts") experts = true;
+        else if (c == "embed_vision" || c == "embed_audio") return Component::Towers;
+        break;
+      case 'f': if (c == "feed_forward" || c == "ffn") mlp = true; break;
+      case 'l':
+        if (c == "layers") after_layers = true;
+        else if (c == "linear_attn") attn = true;
+        break;
+      case 'm':
+        if (c == "mlp" || c == "moe") mlp = true;
+        else if (c == "mtp" || c == "mtp_layers") return Component::Mtp;
+        else if (c == "multi_modal_projector" || c == "mm_projector") return Component::Towers;
+        break;
+      case 'r': if (c == "router") mlp = true; break;
+      case 's':
+        if (c == "self_attn" || c == "self_attention") attn = true;
+        else if (c == "switch_mlp") experts = true;
+        else if (starts_with(c, "shared_expert")) shared = true;
+        break;
+      case 'v':
+        if (c == "vision_tower" || c == "visual" || c == "vision_model" || c == "vision_encoder")
+          return Component::Towers;
+        break;
+      default: break;
+    }
+    if (dot == name.size()) break;
   }
-  if (has_component(name, {"experts", "switch_mlp"})) return Component::RoutedExperts;
-  bool shared = false;
-  for_components(name, [&](std::string_view c) { return shared = starts_with(c, "shared_expert"); });
+  if (layers > 0 && layer >= layers) return Component::Mtp;
+  if (experts) return Component::RoutedExperts;
   if (shared) return Component::SharedExperts;
   const std::string_view module = module_of(name);
   const std::string_view last = last_component(module);
-  if ((!view.head.empty() && module == module_of(view.head)) || last == "lm_head")
-    return Component::OutputHead;
-  if (last == "embed_tokens" || last == "embed_tokens_per_layer" || last == "wte" ||
-      last == "word_embeddings" || last == "tok_embeddings")
+  if ((!view.head.empty() && module == module_of(view.head)) || last == "lm_head") return Component::OutputHead;
+  if (last == "embed_tokens" || last == "embed_tokens_per_layer" || last == "wte" || last == "word_embeddings" ||
+      last == "tok_embeddings")
     return Component::Embedding;
   if (last.find("norm") != std::string_view::npos || starts_with(last, "ln_")) return Component::Norms;
-  if (has_component(name, {"self_attn", "linear_attn", "attn", "attention", "self_attention"}))
-    return Component::Attention;
-  if (has_component(name, {"mlp", "block_sparse_moe", "feed_forward", "ffn", "router", "moe"}))
-    return Component::Mlp;
+  if (attn) return Component::Attention;
+  if (mlp) return Component::Mlp;
   return Component::Other;
 }
 
@@ -205,10 +221,30 @@ void account(const Checkpoint& ck, const Context& cx, const Options& opts, Inspe
   };
 
   std::map<std::string, FloatModule> float_modules;
-  std::unordered_map<std::string, uint64_t> quantized_module_bytes;  // module -> bytes of its tensors
+  // Companion bytes count toward the quantized bytes when their module's packed weight is on
+  // disk. A module's tensors are consecutive in sorted names (MLX: biases, scales, weight), so
+  // runs of one module are settled as they end; a run without its weight waits in `orphans`
+  // for a weight elsewhere (views into the entries' names, which the checkpoint keeps).
+  std::string_view run_module;
+  uint64_t run_bytes = 0;
+  bool run_main = false;
+  std::vector<std::pair<std::string_view, uint64_t>> orphans;
+  std::vector<std::string_view> mains;
+  auto settle_run = [&] {
+    if (run_bytes || run_main) {
+      if (run_main) out.quant.quantized_bytes += run_bytes;
+      else orphans.emplace_back(run_module, run_bytes);
+    }
+    run_bytes = 0;
+    run_main = false;
+  };
+  std::array<Tally, static_cast<size_t>(st::DType::Unknown) + 1> by_dtype{};
   uint64_t main_embedding_params = 0;
   const std::string main_embedding = view.prefix.empty() ? std::string() : view.prefix + "embed_tokens";
   bool unknown_bits = false, overflow = false;
+  const bool rounding_format = scheme && (scheme->base.format == quant::Format::Bnb4bit ||
+                                          scheme->base.format == quant::Format::CtPacked);
+  const std::string_view head = view.head;
 
   for (const auto& [name, wt] : ck.weights()) {
     const st::TensorEntry& e = *wt.entry;
@@ -220,28 +256,29 @@ void account(const Checkpoint& ck, const Context& cx, const Options& opts, Inspe
     std::string_view module = role.kind == Role::Plain ? module_of(name) : role.module;
     tc.component = classify(role.kind == Role::Plain ? name : module, view, L);
 
-    if (!arch::dropped_by_loaders(name).empty()) tc.loaded = false;
-    if (view.arch && view.tied && name == view.head) tc.loaded = false;  // the tie reuses the embedding
+    if (ends_with(name, "inv_freq") || ends_with(name, "_cached"))
+      if (!arch::dropped_by_loaders(name).empty()) tc.loaded = false;
+    if (view.arch && view.tied && name == head) tc.loaded = false;  // the tie reuses the embedding
 
     if (role.kind == Role::Companion) {
       tc.companion = true;
-      tc.module = std::string(module);
     } else if (role.kind == Role::Main) {
       tc.quantized = true;
-      tc.module = std::string(module);
+      const uint32_t storage = st::dtype_bits(e.dtype);
+      const bool unpacked = e.dtype == st::DType::F4 || e.dtype == st::DType::F8_E4M3 ||
+                            e.dtype == st::DType::F8_E5M2 || e.dtype == st::DType::F8_E4M3FNUZ ||
+                            e.dtype == st::DType::F8_E5M2FNUZ ||
+                            (e.dtype == st::DType::I8 && ends_with(name, ".weight"));
       int bits = 0;
-      if (scheme) {
+      // float8 and float4 elements are stored one per element: their width is the dtype's. Packed
+      // integer words (and int8 that may hold fewer bits) take the width the loader resolves.
+      if (scheme && !(unpacked && e.dtype != st::DType::I8)) {
         const bool emb = last_component(module).starts_with("embed");
         auto mq = scheme->for_module(module, emb ? arch::ModuleKind::Embedding : arch::ModuleKind::Linear, 0,
                                      quant::Evidence::HasScales);
         if (mq.quantized) bits = mq.bits;
         if (!bits) bits = scheme->base.bits;
       }
-      const uint32_t storage = st::dtype_bits(e.dtype);
-      const bool unpacked = e.dtype == st::DType::F4 || e.dtype == st::DType::F8_E4M3 ||
-                            e.dtype == st::DType::F8_E5M2 || e.dtype == st::DType::F8_E4M3FNUZ ||
-                            e.dtype == st::DType::F8_E5M2FNUZ ||
-                            (e.dtype == st::DType::I8 && ends_with(name, ".weight"));
       if (unpacked) {
         tc.params = numel;
         if (!bits) bits = static_cast<int>(storage);
@@ -250,8 +287,9 @@ void account(const Checkpoint& ck, const Context& cx, const Options& opts, Inspe
           bits = 4;  // every modelled packed format that declares no width is 4-bit
           unknown_bits = true;
         }
-        if (auto exact = plan_numel(name, module, e.shape)) tc.params = *exact;
-        else tc.params = static_cast<uint64_t>((static_cast<unsigned __int128>(numel) * storage) / bits);
+        std::optional<uint64_t> exact;
+        if (rounding_format || 32 % bits != 0) exact = plan_numel(name, module, e.shape);
+        tc.params = exact ? *exact : static_cast<uint64_t>((static_cast<unsigned __int128>(numel) * storage) / bits);
       }
       tc.bits = bits;
     } else {
@@ -279,7 +317,7 @@ void account(const Checkpoint& ck, const Context& cx, const Options& opts, Inspe
       t.params += tc.params;
       t.bytes += bytes;
       t.tensors++;
-      auto& d = out.params.by_dtype[std::string(st::dtype_name(e.dtype))];
+      auto& d = by_dtype[std::min(static_cast<size_t>(e.dtype), by_dtype.size() - 1)];
       d.params += tc.params;
       d.bytes += bytes;
       d.tensors++;
@@ -292,24 +330,32 @@ void account(const Checkpoint& ck, const Context& cx, const Options& opts, Inspe
         out.quant.quantized_params += tc.params;
         out.quant.params_by_bits[tc.bits] += tc.params;
       }
-      if (tc.quantized || tc.companion) quantized_module_bytes[tc.module] += bytes;
+      if (tc.quantized || tc.companion) {
+        if (module != run_module) {
+          settle_run();
+          run_module = module;
+        }
+        run_bytes += bytes;
+        if (tc.quantized) {
+          run_main = true;
+          mains.push_back(module);
+        }
+      }
     }
     out.bytes.tensor_data += bytes;
     if (opts.keep_tensors) {
       tc.name = std::string(name);
+      if (tc.quantized || tc.companion) tc.module = std::string(module);
       out.tensors.push_back(std::move(tc));
     }
   }
-  // A companion counts toward the quantized bytes only when its module's weight is packed on
-  // disk (an FP8 KV-cache scale beside a float weight is not weight quantization).
-  std::unordered_map<std::string_view, bool> is_quantized_module;
-  if (!quantized_module_bytes.empty()) {
-    for (const auto& [name, wt] : ck.weights()) {
-      Role r = quant_role(name, wt.entry->dtype, declared);
-      if (r.kind == Role::Main) is_quantized_module[r.module] = true;
-    }
-    for (const auto& [m, b] : quantized_module_bytes)
-      if (is_quantized_module.count(m)) out.quant.quantized_bytes += b;
+  for (size_t i = 0; i < by_dtype.size(); ++i)
+    if (by_dtype[i].tensors) out.params.by_dtype[std::string(st::dtype_name(static_cast<st::DType>(i)))] = by_dtype[i];
+  settle_run();
+  if (!orphans.empty()) {  // unsorted names: look the weights up (a scale beside a float weight stays out)
+    std::sort(mains.begin(), mains.end());
+    for (const auto& [m, b] : orphans)
+      if (std::binary_search(mains.begin(), mains.end(), m)) out.quant.quantized_bytes += b;
   }
   if (out.quant.quantized_params)
     out.quant.effective_bits = static_cast<double>(out.quant.quantized_bytes) * 8.0 /

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/timings.h"
 #include "inspect/diff.h"
 #include "subcommand.h"
 
@@ -36,6 +37,7 @@ int run_diff(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
+  timings::mark("cli: parse arguments");
   // both sides load concurrently; deliberately never freed (the process exits after rendering)
   LoadResult *la = nullptr, *lb = nullptr;
   {
@@ -48,9 +50,14 @@ int run_diff(int argc, char** argv) {
       std::fprintf(stderr, "ckpt diff: %s\n", r->error->message.c_str());
       return 2;
     }
+  timings::mark("diff: load both");
   diff::Diff d = diff::diff(*la->checkpoint, *lb->checkpoint, o);
+  timings::mark("diff: compare");
   std::string text = format == "json" ? diff::render_json(d) : diff::render_text(d);
   std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  timings::mark("render + write");
+  timings::report();
   return d.identical() ? 0 : 1;
 }
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/timings.h"
 #include "inspect/inspect.h"
 #include "subcommand.h"
 
@@ -63,6 +64,7 @@ int run_inspect(int argc, char** argv) {
   o.batch = batch;
   o.kv.mla_full = mla == "full";
   o.kv.swa_full = swa == "full";
+  timings::mark("cli: parse arguments");
   // Deliberately never freed (as in verify): the process exits right after rendering.
   auto* loaded = new LoadResult(load_checkpoint(target));
   if (loaded->error) {
@@ -76,8 +78,12 @@ int run_inspect(int argc, char** argv) {
     return 2;
   }
   inspect::Inspection in = inspect::inspect(ck, o);
+  timings::mark("inspect: count, kv, fit");
   std::string text = format == "json" ? inspect::render_json(in) : inspect::render_text(in);
   std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  timings::mark("render + write");
+  timings::report();
   return in.fit && !in.fit->fits ? 1 : 0;
 }
 
