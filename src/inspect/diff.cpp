@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <set>
@@ -38,6 +40,23 @@ std::string blob_of(const FileEntry& f) {
   fs::path t(f.link_text);
   if (t.parent_path().filename() != "blobs") return "";
   return t.filename().string();
+}
+
+// Whether two files of `size` bytes hold the same bytes (read in 1 MiB chunks, stops at the
+// first difference). nullopt on a read error.
+std::optional<bool> same_bytes(const fs::path& x, const fs::path& y, uint64_t size) {
+  std::ifstream fx(x, std::ios::binary), fy(y, std::ios::binary);
+  if (!fx || !fy) return std::nullopt;
+  std::vector<char> bx(1 << 20), by(1 << 20);
+  uint64_t left = size;
+  while (left) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, bx.size()));
+    if (!fx.read(bx.data(), static_cast<std::streamsize>(n)) || !fy.read(by.data(), static_cast<std::streamsize>(n)))
+      return std::nullopt;
+    if (std::memcmp(bx.data(), by.data(), n) != 0) return false;
+    left -= n;
+  }
+  return true;
 }
 
 std::string sha256_range(const fs::path& p, uint64_t from, uint64_t to, std::string* error) {
@@ -345,8 +364,16 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
       d.files_not_compared.push_back(rel);
       continue;
     }
-    f.basis = weight ? "sha256" : "content";
-    if (weight) any_sha = true;
+    if (!weight) {  // a side file: compare the bytes
+      f.basis = "content";
+      auto same = same_bytes(x->abs, y->abs, f.size_a);
+      if (!same) d.notes.push_back("could not read " + rel + " on both sides");
+      if (same && *same) ++d.files_unchanged;
+      else d.files.push_back(std::move(f));
+      continue;
+    }
+    f.basis = "sha256";
+    any_sha = true;
     jobs.push_back({pending.size(), x, y});
     pending.push_back(std::move(f));
   }
@@ -366,7 +393,7 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
     if (f.sha_a == f.sha_b && !f.sha_a.empty()) {
       ++d.files_unchanged;
     } else {
-      if (is_weight_file(f.path)) d.weights_identical = false;
+      d.weights_identical = false;
       d.files.push_back(std::move(f));
     }
   }
@@ -465,9 +492,8 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
 
   // ---- tensors
   {
-    std::unordered_map<std::string_view, Checkpoint::WeightTensor> tb;
-    tb.reserve(b.weights().size());
-    for (const auto& [name, w] : b.weights()) tb.emplace(name, w);
+    // lookups go through each side's name index (NameIndex over the entries' hashed names)
+    const auto& wb = b.weights();
     struct ContentJob {
       std::string name;
       Checkpoint::WeightTensor x, y;
@@ -477,18 +503,15 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
     std::set<std::string> changed_files;
     for (const auto& f : d.files)
       if (f.change == Change::Changed) changed_files.insert(f.path);
-    std::unordered_map<std::string_view, bool> in_a;
-    in_a.reserve(a.weights().size());
     std::set<std::string> changed_names;
     uint64_t common = 0;
     for (const auto& [name, w] : a.weights()) {
-      in_a.emplace(name, true);
-      auto it = tb.find(name);
-      if (it == tb.end()) {
+      auto it = wb.find(name);
+      if (it == wb.end()) {
         d.tensors.push_back({std::string(name), TensorDiff::Removed, info_of(w), {}});
         continue;
       }
-      const auto& y = it->second;
+      const Checkpoint::WeightTensor y = (*it).second;
       ++common;
       const bool same_shape = w.entry->shape == y.entry->shape, same_type = w.entry->dtype == y.entry->dtype;
       bool changed = false;
@@ -503,7 +526,7 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
         content.push_back({std::string(name), w, y, "", ""});
     }
     for (const auto& [name, w] : b.weights())
-      if (!in_a.count(name)) d.tensors.push_back({std::string(name), TensorDiff::Added, {}, info_of(w)});
+      if (!a.weights().count(name)) d.tensors.push_back({std::string(name), TensorDiff::Added, {}, info_of(w)});
     if (!content.empty()) {
       run_parallel(content.size() * 2, opts.threads, [&](size_t i) {
         ContentJob& j = content[i / 2];
