@@ -32,7 +32,7 @@ TEST(Fit, RequiredIsWeightsKvAndAllowance) {
   inspect::Options o;
   o.context = 5000;
   o.gpu_memory = required(W, 10000);
-  auto in = inspect_dir(s->dir.path(), o);
+  auto in = inspect_dir(s->root, o);
   ASSERT_TRUE(in.fit);
   EXPECT_EQ(in.kv.bytes_per_token, kKvPerToken);
   EXPECT_EQ(in.fit->weights, W);
@@ -55,7 +55,7 @@ TEST(Fit, SmallContextsScaleTheChunk) {
   inspect::Options o;
   o.context = 100;
   o.gpu_memory = required(W, 1000) - 1;  // one byte short of 1000 tokens
-  auto in = inspect_dir(s->dir.path(), o);
+  auto in = inspect_dir(s->root, o);
   ASSERT_TRUE(in.fit);
   EXPECT_EQ(in.fit->allowance.chunk_tokens, 100u);
   EXPECT_EQ(in.fit->required, required(W, 100));
@@ -68,7 +68,7 @@ TEST(Fit, DoesNotFitAndNothingFits) {
   inspect::Options o;
   o.context = 4096;
   o.gpu_memory = W;  // the weights alone, no room for the allowance
-  auto in = inspect_dir(s->dir.path(), o);
+  auto in = inspect_dir(s->root, o);
   ASSERT_TRUE(in.fit);
   EXPECT_FALSE(in.fit->fits);
   EXPECT_EQ(in.fit->headroom, -static_cast<int64_t>(required(W, 4096) - W));
@@ -86,7 +86,7 @@ TEST(Fit, OverheadReplacesTheAllowanceAndTheCapIsTheModelsContext) {
   o.overhead = 1000;
   o.batch = 3;
   o.gpu_memory = 1ull << 40;
-  auto in = inspect_dir(s->dir.path(), o);
+  auto in = inspect_dir(s->root, o);
   ASSERT_TRUE(in.fit);
   EXPECT_TRUE(in.fit->allowance.overridden);
   EXPECT_EQ(in.fit->allowance.total(), 1000u);

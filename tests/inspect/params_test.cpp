@@ -50,7 +50,7 @@ TEST_P(CorpusIndex, ParametersAreTheSumOverTheRealIndex) {
   // the stand-in holds the real shapes: its bytes are what the real saver recorded
   EXPECT_EQ(want_bytes, *s->index_total) << dir;
 
-  const inspect::Inspection in = inspect_dir(s->dir.path());
+  const inspect::Inspection in = inspect_dir(s->root);
   EXPECT_EQ(in.params.total, want_params) << dir;
   EXPECT_EQ(in.bytes.tensor_data, want_bytes) << dir;
   EXPECT_EQ(in.bytes.not_loaded, not_loaded) << dir;
@@ -85,7 +85,7 @@ void expect_rounds_to(uint64_t value, double published, double unit, const char*
 TEST(PublishedCounts, Llama2_7b) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("Llama-2-7b-hf");
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // meta-llama/Llama-2-7b-hf on the Hugging Face Hub: 6,738,415,616 parameters (safetensors
   // metadata); the 32 saved rotary inv_freq buffers are not parameters.
   EXPECT_EQ(in.params.total, 6738415616u);
@@ -95,7 +95,7 @@ TEST(PublishedCounts, Llama2_7b) {
 TEST(PublishedCounts, Llama32_3b) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("Llama-3.2-3B");
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // meta-llama/Llama-3.2-3B model card, "Model Information" table: 3.21B parameters (tied)
   expect_rounds_to(in.params.total, 3.21e9, 0.01e9, "Llama-3.2-3B");
   EXPECT_TRUE(in.model.tied);
@@ -105,7 +105,7 @@ TEST(PublishedCounts, Llama32_3b) {
 TEST(PublishedCounts, Llama31_8b_bnb_int8_counts_logical_parameters) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("Llama-3.1-8B-Computer-Networks");
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // meta-llama/Llama-3.1-8B: 8,030,261,248 parameters (Hub safetensors metadata, "8.03B");
   // the int8 weights, SCB and weight_format companions change bytes, not the count
   EXPECT_EQ(in.params.total, 8030261248u);
@@ -121,7 +121,7 @@ TEST(PublishedCounts, Qwen25_14b) {
   CKPT_REQUIRE_CORPUS();
   for (const char* dir : {"sakura-14b-qwen2.5-v1.0", "cogito-v1-preview-qwen-14B"}) {
     auto s = corpus_standin(dir);
-    auto in = inspect_dir(s->dir.path());
+    auto in = inspect_dir(s->root);
     // Qwen/Qwen2.5-14B model card: "Number of Parameters: 14.7B", the count truncated to 0.1B
     // (sakura keeps Qwen2.5's 152,064-row vocabulary: 14.77B; cogito's is smaller). The card's
     // "Non-Embedding: 13.1B" matches neither rounding nor truncation of the 13.21B these
@@ -134,7 +134,7 @@ TEST(PublishedCounts, Qwen25_14b) {
 TEST(PublishedCounts, Qwen3_14b_mlx_4bit_unpacks_to_the_float_count) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("Qwen3-14B-MLX-4bit");
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // Qwen/Qwen3-14B model card: "Number of Parameters: 14.8B; Non-Embedding: 13.2B"
   expect_rounds_to(in.params.total, 14.8e9, 0.1e9, "Qwen3-14B");
   expect_rounds_to(in.params.total - comp(in, Component::Embedding) - comp(in, Component::OutputHead), 13.2e9, 0.1e9,
@@ -150,7 +150,7 @@ TEST(PublishedCounts, Qwen3_14b_mlx_4bit_unpacks_to_the_float_count) {
 TEST(PublishedCounts, Gemma_2b_non_embedding) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("gemma-2b-finetune");
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // Gemma Team, "Gemma: Open Models Based on Gemini Research and Technology" (2024), Table 2:
   // 2B model, 1,981,884,416 non-embedding parameters (its embedding row counts 256,128 tokens
   // where the released config has 256,000, so only the non-embedding figure compares exactly)
@@ -161,7 +161,7 @@ TEST(PublishedCounts, Gemma_2b_non_embedding) {
 TEST(PublishedCounts, Gemma2_2b_non_embedding_from_the_config) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("gemma-2-2b-poem");  // config only: the registry's plan
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // Gemma Team, "Gemma 2: Improving Open Language Models at a Practical Size" (2024), Table 2:
   // 2B model, 2,024,517,888 non-embedding parameters
   EXPECT_EQ(in.params.total - comp(in, Component::Embedding), 2024517888u);
@@ -170,7 +170,7 @@ TEST(PublishedCounts, Gemma2_2b_non_embedding_from_the_config) {
 TEST(PublishedCounts, Phi3_mini) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("phi-3-mini-keyformer");
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // Abdin et al., "Phi-3 Technical Report" (2024): "phi-3-mini, a 3.8 billion parameter language model"
   expect_rounds_to(in.params.total, 3.8e9, 0.1e9, "phi-3-mini");
 }
@@ -178,7 +178,7 @@ TEST(PublishedCounts, Phi3_mini) {
 TEST(PublishedCounts, Mixtral_8x22b_total_and_active) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("WizardLM-2-8x22B");
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // Mistral AI, "Cheaper, Better, Faster, Stronger" (2024-04-17): Mixtral 8x22B "uses only 39B
   // active parameters out of 141B"
   expect_rounds_to(in.params.total, 141e9, 1e9, "Mixtral-8x22B total");
@@ -193,7 +193,7 @@ TEST(PublishedCounts, Mixtral_8x22b_total_and_active) {
 TEST(PublishedCounts, Mixtral_8x7b_total_and_active) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("dolphin-2.5-mixtral-8x7b");  // config only: the registry's plan
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // Mistral AI, "Mixtral of experts" (2023-12-11): "46.7B total parameters but only uses 12.9B
   // parameters per token" (their per-token figure includes the embedding table)
   expect_rounds_to(in.params.total, 46.7e9, 0.1e9, "Mixtral-8x7B total");
@@ -203,7 +203,7 @@ TEST(PublishedCounts, Mixtral_8x7b_total_and_active) {
 TEST(PublishedCounts, GptOss_20b_total_and_active) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("gpt-oss-20b");
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // OpenAI, "gpt-oss-120b & gpt-oss-20b Model Card" (2025-08), Table 1: gpt-oss-20b has 20.91B
   // total and 3.61B active parameters per token (active counts the unembedding, not the
   // embedding lookup)
@@ -221,7 +221,7 @@ TEST(PublishedCounts, GptOss_20b_total_and_active) {
 TEST(PublishedCounts, DeepSeekV3_total_mtp_and_active) {
   CKPT_REQUIRE_CORPUS();
   auto s = corpus_standin("DeepSeek-V3-config");  // config only: 91,991 planned tensors with MTP
-  auto in = inspect_dir(s->dir.path());
+  auto in = inspect_dir(s->root);
   // deepseek-ai/DeepSeek-V3 model card: "685B, which includes 671B of the Main Model weights
   // and 14B of the Multi-Token Prediction (MTP) Module weights"; technical report: "671B total
   // parameters with 37B activated for each token". 685B is the Hub's count of every stored

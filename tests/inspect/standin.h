@@ -37,6 +37,7 @@ struct Planned {
 
 struct StandIn {
   TempDir dir;
+  std::filesystem::path root;            // where it was written: dir, or the caller's directory
   std::vector<Planned> tensors;          // what was written
   std::optional<uint64_t> index_total;   // the real index's metadata.total_size
 };
@@ -50,8 +51,10 @@ inline void write_shards(const std::filesystem::path& root, const std::vector<Pl
 
 // The real layout of corpus/configs/<dir>: the index's names (or, for config-only folders, the
 // registry's plan in one shard), shaped by the registry.
-inline std::unique_ptr<StandIn> corpus_standin(const std::string& dir) {
+inline std::unique_ptr<StandIn> corpus_standin(const std::string& dir, const std::filesystem::path& at = {}) {
   auto s = std::make_unique<StandIn>();
+  s->root = at.empty() ? s->dir.path() : at;
+  std::filesystem::create_directories(s->root);
   const auto root = corpus_dir() / "configs" / dir;
   const std::string cfg_text = read_text(root / "config.json");
   const json::Value cfg = parse_json_text(cfg_text);
@@ -99,15 +102,16 @@ inline std::unique_ptr<StandIn> corpus_standin(const std::string& dir) {
       p.dtype = st::DType::F32;
     s->tensors.push_back(std::move(p));
   }
-  write_shards(s->dir.path(), s->tensors);
+  write_shards(s->root, s->tensors);
   for (const char* side : {"config.json", "model.safetensors.index.json", "quantize_config.json"})
-    if (std::filesystem::exists(root / side)) std::filesystem::copy_file(root / side, s->dir / side);
+    if (std::filesystem::exists(root / side)) std::filesystem::copy_file(root / side, s->root / side);
   return s;
 }
 
 // A stand-in of the registry's plan for `config_text` (one shard, config.json beside it).
 inline std::unique_ptr<StandIn> plan_standin(const std::string& config_text) {
   auto s = std::make_unique<StandIn>();
+  s->root = s->dir.path();
   const json::Value cfg = parse_json_text(config_text);
   auto view = arch::resolve_config(cfg);
   auto scheme = quant::parse_scheme(cfg);
