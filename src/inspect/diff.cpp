@@ -545,6 +545,7 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
         }
     }
     d.tensors_unchanged = common - changed_names.size();
+    if (!d.tensors.empty()) d.weights_identical = false;  // the headers say so, whatever the sizes
     std::stable_sort(d.tensors.begin(), d.tensors.end(), [](const TensorDiff& x, const TensorDiff& y) {
       return x.kind != y.kind ? x.kind < y.kind : x.name < y.name;
     });

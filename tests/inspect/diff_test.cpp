@@ -278,6 +278,20 @@ TEST(Diff, TensorsAddedRemovedReshapedRetypedMoved) {
             std::string::npos);
 }
 
+TEST(Diff, SameSizeOtherDtypeIsAWeightChange) {
+  TempDir tmp;
+  auto a = fixture(tmp / "a"), b = fixture(tmp / "b", {"--dtype", "BF16"});
+  json::Value j = diff_json(a.string(), b.string());
+  // F16 and BF16 take the same bytes: the files agree in size, the headers do not
+  EXPECT_EQ(j.find("weights")->get_bool("identical"), false);
+  const json::Value& t = *j.find("tensors");
+  EXPECT_EQ(*t.get_int("retyped_count"), *j.find("a")->get_int("tensors"));
+  EXPECT_EQ(t.get_int("unchanged"), 0);
+  bool dtype_key = false;
+  for (const auto& v : j.find("config")->as_array()) dtype_key |= v.get_string("path") == "/torch_dtype";
+  EXPECT_TRUE(dtype_key);
+}
+
 TEST(Diff, FilesAddedAndRemovedAndErrors) {
   TempDir tmp;
   auto a = fixture(tmp / "a");
