@@ -42,10 +42,12 @@ Allowance allowance(const ModelInfo& m, const Context& cx, const Options& opts, 
   if (m.experts > 0 && m.experts_per_token > 0) {
     const int64_t expert_I = v.dim_or("moe_I", m.intermediate);
     const int64_t shared_I = v.dim("sI") ? v.dim_or("sI", 0) : v.dim_or("n_shared", 0) * expert_I;
-    I_act = std::max<uint64_t>(I_act, static_cast<uint64_t>(m.experts_per_token * expert_I + shared_I));
+    I_act = std::max<uint64_t>(I_act, sat_add(sat_mul(static_cast<uint64_t>(m.experts_per_token),
+                                                      static_cast<uint64_t>(std::max<int64_t>(0, expert_I))),
+                                              static_cast<uint64_t>(std::max<int64_t>(0, shared_I))));
   }
   a.fixed = kFixed;
-  a.per_token = (2 * H + nh * hd + 2 * nkv * hd + 2 * I_act) * 2;
+  a.per_token = sat_mul(sat_add(sat_add(sat_mul(2, H), sat_mul(nh, hd)), sat_add(sat_mul(2 * nkv, hd), sat_mul(2, I_act))), 2);
   a.chunk_tokens = std::min(sat_mul(context, opts.batch), kChunkTokens);
   a.activations = sat_mul(a.chunk_tokens, a.per_token);
   a.logits = sat_mul(sat_mul(opts.batch, static_cast<uint64_t>(std::max<int64_t>(0, m.vocab))), 4);

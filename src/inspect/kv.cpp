@@ -79,7 +79,13 @@ KvLayout kv_layout(const arch::ConfigView& view) {
   int64_t hd = dim("hd", {"head_dim"});
   const int64_t H = dim("H", {"hidden_size", "n_embd"});
   if (hd <= 0 && nh > 0) hd = H / nh;
-  if (L <= 0 || L > 100000 || nh <= 0 || nkv <= 0 || hd <= 0) {
+  // every dimension the formulas multiply is bounded, so no product below can overflow
+  constexpr int64_t kMaxDim = int64_t{1} << 24;
+  bool implausible = false;
+  for (const char* var : {"kv_lora", "rope", "nope", "vhd", "nk", "nv", "dk", "dv", "K", "ghd"})
+    if (view.dim_or(var, 0) > kMaxDim) implausible = true;
+  if (L <= 0 || L > 100000 || nh <= 0 || nkv <= 0 || hd <= 0 || nh > kMaxDim || nkv > kMaxDim || hd > kMaxDim ||
+      implausible) {
     k.notes.push_back("the config gives no usable num_hidden_layers / num_attention_heads / head_dim: "
                       "no KV-cache estimate");
     return k;

@@ -182,3 +182,30 @@ TEST(InspectCli, EverySchemeUnpacksToTheFloatCount) {
 
 }  // namespace
 }  // namespace ckpt::test
+
+namespace ckpt::test {
+namespace {
+
+TEST(InspectCli, TensorsWithoutAConfig) {
+  TempDir tmp;
+  write_shards(tmp.path(), {{"a.weight", "model.safetensors", st::DType::BF16, {4, 8}},
+                            {"b.weight", "model.safetensors", st::DType::F32, {3}}});
+  auto r = run_ckpt({"inspect", tmp.path().string(), "--format", "json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  json::Value j = parse_json_text(r.out);
+  EXPECT_EQ(j.find("parameters")->get_int("total"), 4 * 8 + 3);
+  EXPECT_EQ(j.find("kv_cache")->get_bool("known"), false);
+  EXPECT_EQ(j.find("model")->get_bool("architecture_known"), false);
+  EXPECT_FALSE(j.find("notes")->as_array().empty());  // "no config.json"
+}
+
+TEST(InspectCli, ImplausibleDimsGiveNoEstimateInsteadOfOverflowing) {
+  // a config whose head sizes would overflow 64 bits when multiplied: no KV estimate, no crash
+  const json::Value cfg = parse_json_text(R"({"model_type": "somethingnew", "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 4000000000000, "head_dim": 4000000000000})");
+  const arch::ConfigView view = arch::resolve_config(cfg);
+  EXPECT_FALSE(inspect::kv_layout(view).known);
+}
+
+}  // namespace
+}  // namespace ckpt::test
