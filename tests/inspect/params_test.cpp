@@ -250,5 +250,70 @@ TEST(PublishedCounts, DeepSeekV3_total_mtp_and_active) {
   EXPECT_NEAR(in.quant.effective_bits, 8.0 + scale_bytes * 8.0 / static_cast<double>(weights), 1e-9);
 }
 
+TEST(PublishedCounts, Gemma3_1b_and_medgemma_27b) {
+  CKPT_REQUIRE_CORPUS();
+  // Gemma Team, "Gemma 3 Technical Report" (2025), Table 1 (vision encoder / embedding /
+  // non-embedding parameters): 1B: 0 / 302M / 698M; 27B: 417M / 1,416M / 25,600M
+  auto s1 = corpus_standin("gemma-3-1b-it");  // config only: the registry's plan
+  auto g1 = inspect_dir(s1->root);
+  expect_rounds_to(comp(g1, Component::Embedding), 302e6, 1e6, "gemma-3-1b embedding");
+  expect_rounds_to(g1.params.total - comp(g1, Component::Embedding), 698e6, 1e6, "gemma-3-1b non-embedding");
+  EXPECT_EQ(comp(g1, Component::Towers), 0u);
+  auto s27 = corpus_standin("medgemma-27b-it");
+  auto g27 = inspect_dir(s27->root);
+  expect_rounds_to(g27.params.total - comp(g27, Component::Embedding) - comp(g27, Component::Towers), 25600e6, 1e6,
+                   "27B non-embedding");
+  // the towers component holds the SigLIP encoder and the projector: the encoder alone is 417M
+  uint64_t projector = 0;
+  for (const auto& p : s27->tensors)
+    if (p.name.starts_with("multi_modal_projector.")) projector += numel(p.shape);
+  expect_rounds_to(comp(g27, Component::Towers) - projector, 417e6, 1e6, "27B vision encoder");
+  // (the report's 1,416M embedding counts more rows than the released 262,208-token vocabulary)
+  EXPECT_EQ(comp(g27, Component::Embedding), 262208u * 5376u);
+}
+
+TEST(PublishedCounts, Qwen3_1_7b_tied) {
+  CKPT_REQUIRE_CORPUS();
+  auto s = corpus_standin("Qwen3-1.7B-MLX-bf16");
+  auto in = inspect_dir(s->root);
+  // Qwen/Qwen3-1.7B model card: "Number of Parameters: 1.7B; Number of Parameters (Non-Embedding): 1.4B"
+  expect_rounds_to(in.params.total, 1.7e9, 0.1e9, "Qwen3-1.7B");
+  expect_rounds_to(in.params.total - comp(in, Component::Embedding), 1.4e9, 0.1e9, "Qwen3-1.7B non-embedding");
+  EXPECT_TRUE(in.model.tied);
+}
+
+TEST(PublishedCounts, Llama31_70b_with_six_more_tokens) {
+  CKPT_REQUIRE_CORPUS();
+  auto s = corpus_standin("Reflection-Llama-3.1-70B");
+  auto in = inspect_dir(s->root);
+  // meta-llama/Llama-3.1-70B: 70,553,706,496 parameters (Hub safetensors metadata, "70.6B");
+  // Reflection's vocabulary has 128,262 rows instead of 128,256: 6 more in the embedding and
+  // the head, 8,192 wide each
+  EXPECT_EQ(in.params.total, 70553706496u + 2u * 6 * 8192);
+}
+
+TEST(PublishedCounts, Devstral_small) {
+  CKPT_REQUIRE_CORPUS();
+  auto s = corpus_standin("Devstral-Small-2507");
+  auto in = inspect_dir(s->root);
+  // mistralai/Devstral-Small-2507 model card: "24 billion parameters"
+  expect_rounds_to(in.params.total, 24e9, 1e9, "Devstral-Small");
+}
+
+TEST(PublishedCounts, Qwen35_reap_by_its_name) {
+  CKPT_REQUIRE_CORPUS();
+  auto s = corpus_standin("Qwen3.5-25B-REAP-A3B-Coding");
+  auto in = inspect_dir(s->root);
+  // the repo's name is the only published figure: 25B total, about 3B active (A3B); 180 of the
+  // base model's experts kept, 8 per token
+  expect_rounds_to(in.params.total, 25e9, 1e9, "REAP total");
+  expect_rounds_to(in.params.active_excluding_embedding, 3e9, 1e9, "REAP active");
+  EXPECT_EQ(in.model.experts, 180);
+  EXPECT_EQ(in.model.experts_per_token, 8);
+  EXPECT_GT(comp(in, Component::SharedExperts), 0u);
+  EXPECT_EQ(in.params.active, in.params.total - comp(in, Component::RoutedExperts) +
+                                  comp(in, Component::RoutedExperts) * 8 / 180);
+}
+
 }  // namespace
 }  // namespace ckpt::test
