@@ -1,0 +1,126 @@
+// ckpt diff A B: exactly what changed between two checkpoints, from the Checkpoint model of each:
+// files (by the cache's blob names when both are cache snapshots, else by size, and with --deep
+// by SHA-256), config keys (JSON-pointer paths), chat templates (unified, line-numbered hunks),
+// tokenizer (tokens added / removed / renumbered, special tokens), tensors (added, removed,
+// reshaped, re-typed, moved between shards; with --deep, content).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+
+namespace ckpt::diff {
+
+// ---- line diff ----------------------------------------------------------------------------
+
+struct HunkLine {
+  char op = ' ';        // ' ' context, '-' only in A, '+' only in B
+  size_t a_line = 0;    // 1-based line in A (0 for '+')
+  size_t b_line = 0;    // 1-based line in B (0 for '-')
+  std::string text;
+};
+struct Hunk {
+  size_t a_start = 0, a_count = 0, b_start = 0, b_count = 0;
+  std::vector<HunkLine> lines;
+};
+// Myers' diff of the lines of two texts, grouped into hunks with `context` lines around changes.
+std::vector<Hunk> line_diff(std::string_view a, std::string_view b, size_t context = 3);
+// "--- a\n+++ b\n@@ -l,n +l,n @@\n" then one line per HunkLine: both line numbers, op, text.
+std::string render_hunks(const std::vector<Hunk>& hunks, std::string_view name_a, std::string_view name_b);
+
+// ---- the diff model -----------------------------------------------------------------------
+
+enum class Change : uint8_t { Added, Removed, Changed };
+std::string_view change_name(Change c);
+
+struct FileDiff {
+  std::string path;
+  Change change = Change::Changed;
+  uint64_t size_a = 0, size_b = 0;
+  std::string blob_a, blob_b;      // cache blob names (etags) when the entry is a cache symlink
+  std::string sha_a, sha_b;        // with --deep (or for small side files compared by content)
+  std::string basis;               // how the change was seen: "blob", "size", "sha256", "content"
+};
+
+struct ValueDiff {
+  std::string file;                // "config.json"
+  std::string path;                // JSON-pointer-like: "/text_config/num_hidden_layers"
+  Change change = Change::Changed;
+  std::string a, b;                // compact JSON of each side ("" when absent)
+};
+
+struct TemplateDiff {
+  std::string name;                // "default", "tool_use", ...
+  Change change = Change::Changed;
+  std::string origin_a, origin_b;  // where each side's template came from
+  std::vector<Hunk> hunks;
+};
+
+struct TokenChange {
+  std::string token;
+  int64_t id_a = -1, id_b = -1;
+};
+struct SpecialChange {
+  std::string name;                // "eos_token", "generation_config.eos_token_id", "<|im_end|>.special"
+  std::string a, b;
+};
+struct TokenizerDiff {
+  bool compared = false;           // both sides have a tokenizer.json that parsed
+  std::string model_a, model_b;    // BPE, Unigram, ...
+  uint64_t vocab_a = 0, vocab_b = 0;  // distinct tokens (vocabulary + added tokens)
+  uint64_t merges_a = 0, merges_b = 0;
+  std::vector<TokenChange> added, removed, renumbered;  // complete lists (renderers cap them)
+  std::vector<SpecialChange> special;
+};
+
+struct TensorInfo {
+  std::string dtype, file;
+  std::vector<uint64_t> shape;
+};
+struct TensorDiff {
+  std::string name;
+  enum Kind : uint8_t { Added, Removed, Reshaped, Retyped, Moved, ContentChanged } kind = Added;
+  TensorInfo a, b;
+};
+std::string_view tensor_change_name(TensorDiff::Kind k);
+
+struct Side {
+  std::string target, root, repo, commit;  // repo and commit when a cache snapshot
+  uint64_t files = 0, tensors = 0;
+};
+
+struct Diff {
+  Side a, b;
+  std::vector<FileDiff> files;
+  uint64_t files_unchanged = 0;
+  std::vector<std::string> files_not_compared;  // equal size, content not read (weights without --deep)
+  // The weights: shard files identical by blob name, by SHA-256, or (without --deep) by size
+  // and header.
+  bool weights_identical = true;
+  std::string weights_basis;        // "blobs", "sha256", "size and header", "" (no shards)
+  uint64_t weight_files = 0;
+  std::vector<ValueDiff> values;
+  std::vector<TemplateDiff> templates;
+  TokenizerDiff tokenizer;
+  std::vector<TensorDiff> tensors;
+  uint64_t tensors_unchanged = 0;
+  std::vector<std::string> notes;
+
+  bool identical() const;
+};
+
+struct Options {
+  bool deep = false;     // SHA-256 of weight files of equal size, and of tensors inside changed ones
+  size_t context = 3;    // template diff context lines
+  unsigned threads = 0;  // hashing threads (0: hardware concurrency)
+};
+
+Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts = {});
+
+std::string render_text(const Diff& d);
+std::string render_json(const Diff& d);
+
+}  // namespace ckpt::diff
