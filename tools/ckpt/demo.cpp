@@ -14,6 +14,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/fixture.h"
 #include "ckpt/report.h"
+#include "cli_parse.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -48,14 +49,7 @@ int run_demo(int argc, char** argv) {
   app.name(argv[0]);
   std::string dir = (fs::temp_directory_path() / "ckpt-demo").string();
   app.add_option("--dir", dir, "where to write the two checkpoints (replaced if it is a previous demo)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = parse_args(app, argc, argv)) return *code;
   const char* no_color = std::getenv("NO_COLOR");
   bool color = isatty(STDOUT_FILENO) && !(no_color && *no_color);
 

@@ -8,6 +8,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/timings.h"
 #include "inspect/diff.h"
+#include "cli_parse.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -29,14 +30,7 @@ int run_diff(int argc, char** argv) {
   app.add_flag("--deep", o.deep,
                "read the weights: SHA-256 of weight files of equal size, and of each tensor inside files that differ");
   app.add_option("--context", o.context, "context lines around template changes (default 3)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = parse_args(app, argc, argv)) return *code;
   timings::mark("cli: parse arguments");
   // both sides load concurrently; deliberately never freed (the process exits after rendering)
   LoadResult *la = nullptr, *lb = nullptr;

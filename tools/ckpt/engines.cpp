@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ckpt/engines.h"
+#include "cli_parse.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -19,14 +20,7 @@ int run_engines(int argc, char** argv) {
   std::string format = "text";
   app.add_option("ENGINE", names, "engines to show: NAME or NAME@VERSION (comma-separated or repeated)");
   app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = parse_args(app, argc, argv)) return *code;
   std::string error;
   auto sel = engines::parse_selection(names, &error);
   if (!sel) {

@@ -18,6 +18,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/hub.h"
 #include "ckpt/report.h"
+#include "cli_parse.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -242,14 +243,7 @@ int run_fetch(int argc, char** argv) {
   app.add_flag("--no-verify", no_verify, "skip the header-only verify of the fetched snapshot");
   app.add_flag("--fail-on-verify", fail_on_verify,
                "exit 1 when the fetched snapshot has error findings (default: report them, exit on the fetch alone)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = parse_args(app, argc, argv)) return *code;
   if (!cache_dir.empty() && !local_dir.empty()) {
     std::fprintf(stderr, "ckpt fetch: --cache-dir and --local-dir are exclusive\n");
     return 2;

@@ -7,6 +7,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/timings.h"
 #include "inspect/inspect.h"
+#include "cli_parse.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -38,14 +39,7 @@ int run_inspect(int argc, char** argv) {
   app.add_option("--gpu-memory", gpu, "GPU memory to fit into (80GB, 80GiB, 24G = GiB, bytes)");
   app.add_option("--overhead", overhead, "replace the activation/workspace allowance with this size");
   app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = parse_args(app, argc, argv)) return *code;
   if (!gpu.empty()) {
     o.gpu_memory = inspect::parse_size(gpu);
     if (!o.gpu_memory) {

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ckpt/hub.h"
+#include "cli_parse.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -24,14 +25,7 @@ int run_resolve(int argc, char** argv) {
   app.add_option("--endpoint", o.endpoint, "hub URL (default: HF_ENDPOINT or https://huggingface.co)");
   app.add_option("--token", o.token, "access token");
   app.add_flag("--offline", o.offline, "read only the local cache");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = parse_args(app, argc, argv)) return *code;
   std::string err;
   auto spec = hub::parse_repo_spec(target, &err);
   if (!spec) {

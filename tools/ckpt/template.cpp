@@ -10,6 +10,7 @@
 #include "ckpt/jinja.h"
 #include "ckpt/json.h"
 #include "io/utf8.h"
+#include "cli_parse.h"
 #include "subcommand.h"
 
 namespace fs = std::filesystem;
@@ -205,14 +206,7 @@ int run_template(int argc, char** argv) {
   render->add_option("--name", name, "which template of a model directory (default: 'default')");
   auto* check = app.add_subcommand("check", "find MODEL_DIR's chat templates as transformers does and run the load-time probes");
   check->add_option("MODEL_DIR", target, "model directory")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = parse_args(app, argc, argv)) return *code;
   if (render->parsed()) return run_render(target, context, name);
   return run_check(target);
 }

@@ -13,6 +13,7 @@
 #include "ckpt/engines.h"
 #include "ckpt/report.h"
 #include "ckpt/timings.h"
+#include "cli_parse.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -63,14 +64,7 @@ int run_verify(int argc, char** argv) {
                  "judge for these engines (repeatable, comma-separated; NAME or NAME@VERSION, see `ckpt engines`): "
                  "what breaks them is an error, findings for other engines only are dropped. Without it: the "
                  "portable verdict");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = parse_args(app, argc, argv)) return *code;
   auto ignore_codes = split_codes(ignore), select_codes = split_codes(select);
   for (const auto& c : ignore_codes)
     if (c.size() < 2) {
