@@ -150,6 +150,7 @@ struct TemplateReport {
   std::optional<Error> parse_error;
   std::vector<std::string> unsafe_attributes;  // Template::unsafe_accesses()
   std::vector<ProbeOutcome> probes;  // empty when the template did not parse
+  std::shared_ptr<const Template> parsed;  // null when it did not parse
 };
 
 // Parses each template and runs the probes: a bare user turn with add_generation_prompt; the

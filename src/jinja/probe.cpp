@@ -144,6 +144,7 @@ std::vector<TemplateReport> probe_templates(const std::vector<TemplateSource>& t
       continue;
     }
     rep.unsafe_attributes = t->unsafe_accesses();
+    rep.parsed = t;
     struct P {
       std::string name;
       json::Value ctx;

@@ -877,11 +877,8 @@ std::vector<TemplateLiteral> emitted_template_literals(const Checkpoint& ck) {
   std::vector<TemplateLiteral> out;
   const json::Value tokens = jinja::special_tokens(ck.tokenizer_config.ok() ? &ck.tokenizer_config.value : nullptr);
   for (const auto& rep : jinja::probe_templates(sources, tokens)) {
-    if (rep.parse_error) continue;  // CT001 reports it
-    jinja::Error err;
-    auto t = jinja::Template::parse(rep.source.text, rep.source.origin, {}, &err);
-    if (!t) continue;
-    for (const auto& piece : t->emittable_text()) {
+    if (!rep.parsed) continue;  // CT001 reports it
+    for (const auto& piece : rep.parsed->emittable_text()) {
       for (auto& lit : template_literal_tokens(piece.text)) {
         if (std::any_of(out.begin(), out.end(), [&](const TemplateLiteral& o) {
               return o.literal == lit && o.origin == rep.source.origin;
