@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ckpt/gguf.h"
 #include "ckpt/json.h"
 #include "ckpt/name_index.h"
 #include "ckpt/safetensors.h"
@@ -91,8 +92,20 @@ struct TextFile {
 };
 
 struct Shard {
-  std::string file;  // relative path of the .safetensors file
+  std::string file;  // relative path of the .safetensors (or .gguf) file
   st::Header header;
+  // GGUF files: the parsed header, KV pairs and tensor infos (null for safetensors).
+  std::shared_ptr<const gguf::File> gguf;
+};
+
+// One GGUF model: a single file, or a split set `PREFIX-0000k-of-0000n.gguf`.
+struct GgufModel {
+  std::string name;               // the file, or PREFIX-*-of-0000n.gguf for a split set
+  std::vector<uint32_t> shards;   // into Checkpoint::gguf_shards, in split order
+  uint32_t split_count = 0;       // n as the file names say; 0 for a file not named as a split
+  std::vector<std::string> missing;  // split files the names imply but the directory lacks
+  // The first shard's file (the one holding the metadata), or nullptr.
+  const Shard* first(const std::vector<Shard>& all) const { return shards.empty() ? nullptr : &all[shards.front()]; }
 };
 
 struct ShardIndex {
@@ -232,6 +245,11 @@ class Checkpoint {
 
   std::vector<FileEntry> files;          // every file below the root (bounded walk)
   std::vector<Shard> shards;             // every top-level *.safetensors that could be opened
+  // Every *.gguf file below the root (or the file named as the target and its split
+  // siblings), kept apart from `shards` so safetensors loaders' view (weights()) is unchanged;
+  // grouped into models (single files and split sets).
+  std::vector<Shard> gguf_shards;
+  std::vector<GgufModel> gguf_models;
   std::optional<ShardIndex> index;       // model.safetensors.index.json (or another *.safetensors.index.json)
 
   JsonFile config;                       // config.json

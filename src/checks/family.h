@@ -16,6 +16,9 @@ struct FamilyDef {
 // Families defined in src/checks/*.cpp (declared here, listed in registry.cpp).
 extern const FamilyDef kFilesFamily;        // FS  files_cache.cpp
 extern const FamilyDef kSafetensorsFamily;  // ST  safetensors_structure.cpp
+extern const FamilyDef kGgufFamily;         // GG  gguf_structure.cpp
+extern const FamilyDef kGgufConformanceFamily; // AR020-AR025 for GGUF  gguf_conformance.cpp
+extern const FamilyDef kGgufTokenizerFamily; // TK021-TK029, and CT for GGUF templates  gguf_tokenizer.cpp
 extern const FamilyDef kIndexFamily;        // IX  shard_index.cpp
 extern const FamilyDef kConfigFamily;       // CF  config.cpp
 extern const FamilyDef kArchitectureFamily; // AR  architecture.cpp

@@ -100,7 +100,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "a download was interrupted; resume it (`ckpt fetch` resumes .incomplete blobs) or delete the file");
   }
 
-  bool any_safetensors = false;
+  bool any_verified_weights = false;
   std::vector<std::string> other_weights;
   for (const auto& f : ck.files) {
     if (ends_with(f.rel, ".incomplete")) {
@@ -136,13 +136,13 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
               "the repository was cloned without git-lfs; run `git lfs pull` or download with a hub client");
       continue;
     }
-    if (ends_with(f.rel, ".safetensors")) any_safetensors = true;
+    if (ends_with(f.rel, ".safetensors") || ends_with(f.rel, ".gguf")) any_verified_weights = true;
     if (f.size == 0 && (is_weight_file(f.rel) || is_essential_side_file(f.rel))) {
       out.add("FS004", Severity::error, "the file is empty (0 bytes)", f.rel, "",
               "a failed or interrupted copy; re-download the file");
       continue;
     }
-    if (!ends_with(f.rel, ".safetensors") && is_weight_file(f.rel)) other_weights.push_back(f.rel);
+    if (!ends_with(f.rel, ".safetensors") && !ends_with(f.rel, ".gguf") && is_weight_file(f.rel)) other_weights.push_back(f.rel);
   }
   // Side files that exist but cannot be used are findings, never "absent" (config.json is
   // CF002's, tokenizer.json TK002's, the index IX's).
@@ -164,7 +164,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "weights in formats ckpt does not verify yet: " + list_names(other_weights), "", "",
             "pickle-based .bin/.pt files can run code when loaded; prefer safetensors");
   }
-  if (!any_safetensors && other_weights.empty() && !any_unusable_weight && !ck.index) {
+  if (!any_verified_weights && other_weights.empty() && !any_unusable_weight && !ck.index) {
     out.add("FS008", Severity::error, "no weight files (*.safetensors, *.bin, *.gguf, ...) in " + ck.root.string(), "", "",
             "the download may have fetched only metadata (check --include patterns), or the path is wrong");
   }

@@ -17,12 +17,15 @@ using checks::FamilyDef;
 static const FamilyDef* const kFamilies[] = {
     &checks::kFilesFamily,
     &checks::kSafetensorsFamily,
+    &checks::kGgufFamily,
     &checks::kIndexFamily,
     &checks::kConfigFamily,
     &checks::kArchitectureFamily,
     &checks::kQuantizationFamily,
+    &checks::kGgufConformanceFamily,
     &checks::kTokenizerFamily,
     &checks::kChatTemplateFamily,
+    &checks::kGgufTokenizerFamily,
     &checks::kHashesFamily,
     &checks::kEnginesFamily,
 };

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "ckpt/checkpoint.h"
+#include "model/gguf_load.h"
 #include "io/file.h"
 #include "io/json_scan.h"
 #include "io/limits.h"
@@ -621,6 +622,8 @@ struct Walker {
   const LoadOptions& opts;
   std::vector<fs::path> allowed;  // canonical roots a link may lead into
   uint32_t entries = 0;
+  // A single-file target (a .gguf): only that file and its split siblings are walked.
+  std::function<bool(const std::string&)> keep;
 
   void classify_symlink(const fs::path& p, FileEntry& fe) {
     fe.is_symlink = true;
@@ -672,9 +675,10 @@ struct Walker {
       struct stat lst{};
       if (::lstat(de.path().c_str(), &lst) != 0) continue;
       if (S_ISDIR(lst.st_mode)) {
-        if (depth + 1 < opts.max_walk_depth) walk(de.path(), rel, depth + 1);
+        if (depth + 1 < opts.max_walk_depth && !keep) walk(de.path(), rel, depth + 1);
         continue;
       }
+      if (keep && !keep(rel)) continue;
       FileEntry fe;
       fe.rel = rel;
       if (S_ISLNK(lst.st_mode)) {
@@ -751,6 +755,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   LoadResult result;
   Checkpoint ck;
   ck.target = target;
+  std::string single_gguf;  // set when the target is one .gguf file
   std::error_code ec;
   fs::path p(target);
   fs::file_status st = fs::status(p, ec);
@@ -784,6 +789,15 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
       ci.repo_id = sep == std::string::npos ? folder : folder.substr(0, sep) + "/" + folder.substr(sep + 2);
       ck.cache = ci;
     }
+  } else if (!ec && fs::is_regular_file(st) && ends_with(target, ".gguf")) {
+    // One GGUF file: its directory is the root, and only it (with its split siblings) is read.
+    fs::path file = fs::canonical(p, ec);
+    if (ec) {
+      result.error = LoadError{target + ": " + ec.message()};
+      return result;
+    }
+    ck.root = file.parent_path();
+    single_gguf = file.filename().string();
   } else if (!ec && fs::exists(st)) {
     result.error = LoadError{target + ": not a directory (pass the model directory, a cache snapshot directory, or org/name[@revision])"};
     return result;
@@ -855,6 +869,14 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
 
   // ---- discover ----
   Walker w{ck, opts, {ck.root}};
+  if (!single_gguf.empty()) {
+    const auto split = gguf_load::parse_split_name(single_gguf);
+    w.keep = [single_gguf, split](const std::string& rel) {
+      if (rel == single_gguf) return true;
+      const auto other = gguf_load::parse_split_name(rel);
+      return split && other && other->prefix == split->prefix && other->count == split->count;
+    };
+  }
   if (ck.cache) w.allowed.push_back(fs::canonical(ck.cache->cache_root, ec));
   w.walk(ck.root, "", 0);
   if (ck.cache) scan_cache_state(ck);
@@ -953,6 +975,7 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   threads = std::min<unsigned>(threads, static_cast<unsigned>(tasks.size()));
   parallel::run(tasks.size(), threads, [&](size_t i) { tasks[i](); });
   timings::mark("load: parse (parallel)");
+  gguf_load::load(ck, opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency()));
 
   // The index is read last, against a table of every shard's tensors: a name a shard holds is
   // then not stored twice (on a VM, memory touched for the first time is the largest cost).
