@@ -67,6 +67,25 @@ inline constexpr std::string_view kMarkerFile = ".ckpt-fixture";
 Result make_fixture(const Options& opts);
 
 // Helpers shared with tests.
+// ---- GGUF fixtures (`ckpt fixture ARCH OUT --format gguf`) ---------------------
+// A tiny GGUF in llama.cpp's layout: the real {arch}.* hparam keys, tensor names and shapes
+// (src/arch/gguf_tensors.cpp, the table conformance checks against), a tokenizer in the
+// metadata (SPM for llama/gemma/phi3/deepseek2, byte-level BPE with merges otherwise) and a
+// chat template, seeded weights in the chosen ggml type (rows that do not fit the block fall
+// back to f16, as llama-quantize does; norms are f32).
+struct GgufOptions {
+  std::string arch;                  // a modelled GGUF architecture (gguf_arch::modelled_architectures)
+  std::filesystem::path out;         // output directory
+  std::string quant = "f16";         // f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k
+  std::vector<std::string> defects;  // gguf_defects() names
+  uint64_t seed = 0;
+  std::optional<int64_t> layers, hidden, experts;
+  uint32_t splits = 1;               // >1 writes PREFIX-0000k-of-0000n.gguf
+};
+const std::vector<DefectInfo>& gguf_defects();
+std::vector<std::string_view> gguf_quants();
+Result make_gguf_fixture(const GgufOptions& opts);
+
 uint16_t float_to_f16(float f);
 float f16_to_float(uint16_t h);
 uint16_t float_to_bf16(float f);
