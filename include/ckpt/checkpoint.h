@@ -235,6 +235,29 @@ inline uint32_t TensorTable::position(std::string_view name, uint64_t hash) cons
   return index_.find(name, hash, name_at());
 }
 
+// Ollama's local store (`ckpt verify ollama:NAME[:TAG]`, or a path to a models directory):
+// manifests/<host>/<namespace>/<model>/<tag> and blobs/sha256-<hex> (specs/gguf.md §7).
+struct OllamaLayer {
+  std::string media_type;   // application/vnd.ollama.image.model, ...template, ...params, ...
+  std::string digest;       // "sha256:<64 hex>" as the manifest says
+  int64_t size = -1;        // as the manifest says (-1 when absent or not an integer)
+  std::string blob;         // relative path of the blob (empty when the digest is malformed)
+  bool present = false;
+  uint64_t actual_size = 0;
+  bool is_config = false;   // the manifest's config blob
+};
+
+struct OllamaManifest {
+  std::string file;         // relative to the models root
+  std::string name;         // host/namespace/model:tag
+  std::string error;        // unreadable, empty or not a manifest
+  std::vector<OllamaLayer> layers;  // config first, then the layers in order
+};
+
+struct OllamaStore {
+  std::vector<OllamaManifest> manifests;
+};
+
 class Checkpoint {
  public:
   std::string target;                    // what the user asked for
@@ -250,6 +273,7 @@ class Checkpoint {
   // grouped into models (single files and split sets).
   std::vector<Shard> gguf_shards;
   std::vector<GgufModel> gguf_models;
+  std::optional<OllamaStore> ollama;     // set for an Ollama target; its model blobs are gguf_shards
   std::optional<ShardIndex> index;       // model.safetensors.index.json (or another *.safetensors.index.json)
 
   JsonFile config;                       // config.json

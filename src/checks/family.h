@@ -17,6 +17,7 @@ struct FamilyDef {
 extern const FamilyDef kFilesFamily;        // FS  files_cache.cpp
 extern const FamilyDef kSafetensorsFamily;  // ST  safetensors_structure.cpp
 extern const FamilyDef kGgufFamily;         // GG  gguf_structure.cpp
+extern const FamilyDef kOllamaFamily;       // GG050-GG055  ollama_store.cpp
 extern const FamilyDef kGgufConformanceFamily; // AR020-AR025 for GGUF  gguf_conformance.cpp
 extern const FamilyDef kGgufTokenizerFamily; // TK021-TK029, and CT for GGUF templates  gguf_tokenizer.cpp
 extern const FamilyDef kIndexFamily;        // IX  shard_index.cpp

@@ -164,7 +164,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "weights in formats ckpt does not verify yet: " + list_names(other_weights), "", "",
             "pickle-based .bin/.pt files can run code when loaded; prefer safetensors");
   }
-  if (!any_verified_weights && other_weights.empty() && !any_unusable_weight && !ck.index) {
+  if (!any_verified_weights && other_weights.empty() && !any_unusable_weight && !ck.index && !ck.ollama) {
     out.add("FS008", Severity::error, "no weight files (*.safetensors, *.bin, *.gguf, ...) in " + ck.root.string(), "", "",
             "the download may have fetched only metadata (check --include patterns), or the path is wrong");
   }

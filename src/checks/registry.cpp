@@ -18,6 +18,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kFilesFamily,
     &checks::kSafetensorsFamily,
     &checks::kGgufFamily,
+    &checks::kOllamaFamily,
     &checks::kIndexFamily,
     &checks::kConfigFamily,
     &checks::kArchitectureFamily,

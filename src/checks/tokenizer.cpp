@@ -35,7 +35,7 @@ constexpr std::array<CheckInfo, 19> kCodes{{
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   // A GGUF-only directory: its tokenizer lives in the GGUF metadata (gguf_tokenizer.cpp).
-  if (!ck.gguf_models.empty() && ck.shards.empty() && !ck.tokenizer.present && !ck.tokenizer_config.present &&
+  if ((!ck.gguf_models.empty() || ck.ollama) && ck.shards.empty() && !ck.tokenizer.present && !ck.tokenizer_config.present &&
       !ck.file("tokenizer.model") && !ck.file("vocab.json"))
     return;
   tok::CheckInput in;

@@ -36,10 +36,12 @@ std::string split_file_name(std::string_view prefix, uint32_t no, uint32_t count
   return std::string(prefix) + buf;
 }
 
-void load(Checkpoint& ck, unsigned threads) {
+void load(Checkpoint& ck, unsigned threads, const std::vector<std::string>* blobs) {
   std::vector<const FileEntry*> files;
-  for (const auto& f : ck.files)
-    if (ends_with(f.rel, ".gguf") && f.readable()) files.push_back(&f);
+  for (const auto& f : ck.files) {
+    const bool wanted = blobs ? std::find(blobs->begin(), blobs->end(), f.rel) != blobs->end() : ends_with(f.rel, ".gguf");
+    if (wanted && f.readable() && f.size > 0) files.push_back(&f);  // FS004 reports empty files
+  }
   if (files.empty()) return;
   ck.gguf_shards.resize(files.size());
   parallel::run(files.size(), std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(files.size()))), [&](size_t i) {

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ckpt/checkpoint.h"
 
@@ -18,7 +19,8 @@ struct SplitName {
 std::optional<SplitName> parse_split_name(std::string_view rel);
 std::string split_file_name(std::string_view prefix, uint32_t no, uint32_t count);
 
-// Parses every *.gguf in ck.files (threads at most) and groups them into ck.gguf_models.
-void load(Checkpoint& ck, unsigned threads);
+// Parses every *.gguf in ck.files (or, with `blobs`, those files: an Ollama store's model
+// layers) on at most `threads` threads, and groups them into ck.gguf_models.
+void load(Checkpoint& ck, unsigned threads, const std::vector<std::string>* blobs = nullptr);
 
 }  // namespace ckpt::gguf_load

@@ -19,6 +19,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "model/gguf_load.h"
+#include "model/ollama.h"
 #include "io/file.h"
 #include "io/json_scan.h"
 #include "io/limits.h"
@@ -760,7 +761,26 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   fs::path p(target);
   fs::file_status st = fs::status(p, ec);
 
-  if (!ec && fs::is_directory(st)) {
+  std::string ollama_manifest;  // set for ollama:NAME[:TAG]
+  bool ollama_store = false;    // an Ollama models directory (or ollama:NAME)
+  if (target.rfind("ollama:", 0) == 0) {
+    const std::string name = target.substr(7);
+    ollama_manifest = ollama::manifest_path(name);
+    const fs::path root = ollama::models_root();
+    if (ollama_manifest.empty()) {
+      result.error = LoadError{target + ": not an Ollama model name (NAME, NAMESPACE/NAME or HOST/NAMESPACE/NAME, with an optional :TAG)"};
+      return result;
+    }
+    if (!fs::exists(root / ollama_manifest, ec)) {
+      result.error = LoadError{target + ": no manifest " + (root / ollama_manifest).string() + " (set OLLAMA_MODELS, or `ollama pull " + name + "`)"};
+      return result;
+    }
+    ck.root = fs::canonical(root, ec);
+    ollama_store = true;
+  } else if (!ec && fs::is_directory(st) && ollama::is_models_dir(p)) {
+    ck.root = fs::canonical(p, ec);
+    ollama_store = true;
+  } else if (!ec && fs::is_directory(st)) {
     ck.root = fs::canonical(p, ec);
     if (ec) {
       result.error = LoadError{target + ": " + ec.message()};
@@ -867,6 +887,12 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     return result;
   }
 
+  if (ollama_store) {  // manifests and the blobs they name; nothing else of the store is read
+    ollama::load(ck, ollama_manifest, opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency()));
+    ck.finalize();
+    result.checkpoint = std::move(ck);
+    return result;
+  }
   // ---- discover ----
   Walker w{ck, opts, {ck.root}};
   if (!single_gguf.empty()) {
