@@ -28,6 +28,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kChatTemplateFamily,
     &checks::kGgufTokenizerFamily,
     &checks::kHashesFamily,
+    &checks::kGgufDeepFamily,
     &checks::kEnginesFamily,
 };
 
