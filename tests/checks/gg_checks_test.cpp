@@ -301,17 +301,50 @@ TEST(gg_checks, split_sets) {
   }
 }
 
+TEST(gg_checks, deep_scans_float_tensors_and_quantized_block_scales) {
+  TempDir d;
+  make(d.path(), "llama", "q4_0");
+  EXPECT_TRUE(errors_and_warnings(run_checks(load_ok(d.path()), VerifyOptions{true})).empty());
+  std::string bytes = test::read_text(d / "llama-q4_0.gguf");
+  const auto f = gguf::parse(std::as_bytes(std::span(bytes.data(), bytes.size())), bytes.size());
+  for (const auto& t : f.tensors) {
+    const uint64_t at = f.data_start + t.offset;
+    if (t.name == "blk.0.ffn_up.weight") {  // q4_0: block 2's fp16 scale becomes +Inf
+      ASSERT_EQ(t.type, 2);
+      bytes[at + 2 * 18] = 0x00;
+      bytes[at + 2 * 18 + 1] = 0x7c;
+    }
+    if (t.name == "output_norm.weight") {  // f32: element 3 becomes NaN
+      bytes[at + 12] = 0;
+      bytes[at + 13] = 0;
+      bytes[at + 14] = static_cast<char>(0xc0);
+      bytes[at + 15] = 0x7f;
+    }
+  }
+  write_text(d / "llama-q4_0.gguf", bytes);
+  auto all = run_checks(load_ok(d.path()), VerifyOptions{true});
+  const Finding* scale = find(all, "HS006");
+  ASSERT_NE(scale, nullptr) << dump(all);
+  EXPECT_EQ(scale->tensor, "blk.0.ffn_up.weight");
+  EXPECT_TRUE(contains(scale->message, "first: block 2")) << scale->message;
+  const Finding* nan = find(all, "HS002");
+  ASSERT_NE(nan, nullptr) << dump(all);
+  EXPECT_EQ(nan->tensor, "output_norm.weight");
+  EXPECT_TRUE(contains(nan->message, "first at element 3")) << nan->message;
+  EXPECT_EQ(find(run_checks(load_ok(d.path())), "HS006"), nullptr);  // header-only by default
+}
+
 TEST(gg_checks, every_gguf_code_is_documented) {
   std::string docs = read_text(fs::path(CKPT_SOURCE_DIR) / "docs/checks.md");
   int n = 0;
   for (const auto& c : all_checks()) {
     std::string code(c.code);
-    const bool gguf = code.rfind("GG", 0) == 0 || (code >= "TK021" && code <= "TK029") || (code >= "AR020" && code <= "AR025");
+    const bool gguf = code.rfind("GG", 0) == 0 || code == "HS006" || (code >= "TK021" && code <= "TK029") || (code >= "AR020" && code <= "AR025");
     if (!gguf) continue;
     ++n;
     EXPECT_TRUE(contains(docs, "## " + code + " — ")) << code;
   }
-  EXPECT_EQ(n, 38 + 6 + 9 + 6);
+  EXPECT_EQ(n, 38 + 6 + 9 + 6 + 1);
 }
 
 }  // namespace
