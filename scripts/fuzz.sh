@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-60}"
 BUILD_DIR="${BUILD_DIR:-build-fuzz}"
 SHARED="$(cd .. && pwd)/shared/corpus"
-ALL_TARGETS=(fuzz_st_header fuzz_json fuzz_index fuzz_jinja fuzz_tokenizer fuzz_spm fuzz_hub)
+ALL_TARGETS=(fuzz_st_header fuzz_gguf fuzz_json fuzz_index fuzz_jinja fuzz_tokenizer fuzz_spm fuzz_hub)
 read -r -a TARGETS <<< "${FUZZ_TARGETS:-${ALL_TARGETS[*]}}"
 
 # clang 16 + libFuzzer's runtime (Debian 12: clang-16, libclang-rt-16-dev). Not the default
@@ -53,6 +53,7 @@ max_len() {
 shared_seeds() {
   case "$1" in
     fuzz_st_header) echo "$SHARED/safetensors-vectors" ;;
+    fuzz_gguf) echo "$SHARED/gguf" ;;
     fuzz_json) echo "$SHARED/seed-fixtures" ;;
     fuzz_index) echo "$SHARED/index-paths" ;;
     fuzz_jinja) echo "$SHARED/templates $SHARED/templates-bad" ;;
