@@ -91,8 +91,14 @@ struct TextFile {
   bool ok() const { return error.empty(); }
 };
 
+// A weight file of any container format. `header.tensors` is the format-neutral tensor table
+// of that file (ckpt::TensorEntry rows: name, dtype, shape outermost first, byte range) that
+// every check above the container reads. The rest of `header` is safetensors' framing, read
+// only by the ST family; another format keeps its own parse beside it (a member per format,
+// read only by that format's family) and sets header.file_size/parsed for the common checks.
 struct Shard {
-  std::string file;  // relative path of the .safetensors (or .gguf) file
+  std::string file;  // relative path of the weight file
+  Format format = Format::safetensors;
   st::Header header;
   // GGUF files: the parsed header, KV pairs and tensor infos (null for safetensors).
   std::shared_ptr<const gguf::File> gguf;
@@ -267,10 +273,12 @@ class Checkpoint {
   bool snapshot_missing = false;         // the requested ref names a snapshot that is not on disk
 
   std::vector<FileEntry> files;          // every file below the root (bounded walk)
-  std::vector<Shard> shards;             // every top-level *.safetensors that could be opened
+  std::vector<Shard> shards;             // every top-level safetensors file that could be opened
   // Every *.gguf file below the root (or the file named as the target and its split
-  // siblings), kept apart from `shards` so safetensors loaders' view (weights()) is unchanged;
-  // grouped into models (single files and split sets).
+  // siblings): Shards of Format::gguf whose header.tensors are the format-neutral rows, kept
+  // in their own list so the weight map safetensors loaders see (weights(), and every family
+  // reading it: CF, AR, QZ, TK, IX) is unchanged in a directory holding both formats, and
+  // grouped into models (single files and split sets) that the GGUF families judge one by one.
   std::vector<Shard> gguf_shards;
   std::vector<GgufModel> gguf_models;
   std::optional<OllamaStore> ollama;     // set for an Ollama target; its model blobs are gguf_shards

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ckpt/tensor.h"
+
 namespace ckpt::gguf {
 
 inline constexpr uint32_t kMaxVersion = 3;              // GGUF_VERSION
@@ -41,6 +43,8 @@ struct GgmlTypeInfo {
 // The entry for a raw type id, or nullptr when it is outside [0, kTypeCount).
 const GgmlTypeInfo* ggml_type(int64_t id);
 std::optional<int32_t> ggml_type_from_name(std::string_view name);  // "q4_k", "F16", ...
+// The format-neutral dtype of a ggml type id (DType::Unknown for removed or invalid ids).
+DType dtype_of(int32_t ggml_type);
 // Bytes of one row of ne0 elements (nullopt when the type is removed, ne0 is not a multiple
 // of its block, or on overflow).
 std::optional<uint64_t> row_bytes(int32_t type, uint64_t ne0);

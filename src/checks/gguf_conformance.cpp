@@ -31,23 +31,27 @@ std::string dims(const std::vector<uint64_t>& ne) {
   return s + "]";
 }
 
+// A row of the format-neutral table (shape outermost first) and its shard.
 struct Stored {
-  const gguf::TensorInfo* info;
+  const TensorEntry* entry;
   const Shard* shard;
 };
 
-bool shape_matches(const gguf::TensorInfo& t, const std::vector<uint64_t>& want) {
-  for (uint32_t d = 0; d < gguf::kMaxDims; ++d) {
-    const uint64_t w = d < want.size() ? want[d] : 1;
-    if (static_cast<uint64_t>(t.ne[d]) != w) return false;
-  }
-  return true;
+// The row's dimensions in GGUF ne order (innermost first), as llama.cpp compares them.
+std::vector<uint64_t> shape_of(const TensorEntry& t) {
+  std::vector<uint64_t> ne(t.shape.begin(), t.shape.end());
+  std::reverse(ne.begin(), ne.end());
+  return ne;
 }
 
-std::vector<uint64_t> shape_of(const gguf::TensorInfo& t) {
-  std::vector<uint64_t> s;
-  for (uint32_t d = 0; d < std::max<uint32_t>(t.n_dims, 1); ++d) s.push_back(static_cast<uint64_t>(t.ne[d]));
-  return s;
+// llama.cpp's check_tensor_dims: every expected ne[i] matches, every further dimension is 1.
+bool shape_matches(const TensorEntry& t, const std::vector<uint64_t>& want) {
+  const auto ne = shape_of(t);
+  for (size_t d = 0; d < std::max(ne.size(), want.size()); ++d) {
+    const uint64_t have = d < ne.size() ? ne[d] : 1, w = d < want.size() ? want[d] : 1;
+    if (have != w) return false;
+  }
+  return true;
 }
 
 void check_model(const Checkpoint& ck, const GgufModel& m, FindingSink& out) {
@@ -79,7 +83,7 @@ void check_model(const Checkpoint& ck, const GgufModel& m, FindingSink& out) {
   }
   std::unordered_map<std::string_view, Stored> stored;
   for (uint32_t i : m.shards)
-    for (const auto& t : ck.gguf_shards[i].gguf->tensors) stored.emplace(t.name, Stored{&t, &ck.gguf_shards[i]});
+    for (const auto& t : ck.gguf_shards[i].header.tensors) stored.emplace(t.name, Stored{&t, &ck.gguf_shards[i]});
   const auto expected = gguf_arch::expected_tensors(*hp);
   // The form of each alternative group the file uses: the one with most tensors present.
   std::map<std::string, std::map<uint8_t, int>> present_by_form;
@@ -105,14 +109,15 @@ void check_model(const Checkpoint& ck, const GgufModel& m, FindingSink& out) {
       continue;
     }
     judged[it->first] = true;
-    const auto& t = *it->second.info;
+    const auto& t = *it->second.entry;
     if (shape_matches(t, x.ne)) continue;
     if (++misshapen > kMaxListed) continue;
-    const bool experts = x.name.find("_exps.") != std::string::npos && x.ne.size() >= 2 && t.n_dims == x.ne.size() &&
-                         static_cast<uint64_t>(t.ne[x.ne.size() - 1]) != x.ne.back();
+    const auto ne = shape_of(t);
+    const bool experts = x.name.find("_exps.") != std::string::npos && x.ne.size() >= 2 && ne.size() == x.ne.size() &&
+                         ne.back() != x.ne.back();
     if (experts)
       out.add("AR024", Severity::error,
-              x.name + " holds " + std::to_string(t.ne[x.ne.size() - 1]) + " experts but " + hp->arch + ".expert_count is " +
+              x.name + " holds " + std::to_string(ne.back()) + " experts but " + hp->arch + ".expert_count is " +
                   std::to_string(hp->X) + " (shape " + dims(shape_of(t)) + ", expected " + dims(x.ne) + ")",
               it->second.shard->file, x.name, "llama.cpp fails \"tensor has wrong shape\"; expert_count and the stored experts must agree");
     else
@@ -135,7 +140,7 @@ void check_model(const Checkpoint& ck, const GgufModel& m, FindingSink& out) {
   std::string unexpected_list;
   const Shard* where = nullptr;
   for (uint32_t i : m.shards)
-    for (const auto& t : ck.gguf_shards[i].gguf->tensors) {
+    for (const auto& t : ck.gguf_shards[i].header.tensors) {
       if (judged.count(t.name)) continue;
       if (t.name.rfind("blk.", 0) == 0) {  // trailing NextN/MTP layers are loaded with TENSOR_SKIP: not judged
         const auto layer = std::strtoull(std::string(t.name.substr(4)).c_str(), nullptr, 10);

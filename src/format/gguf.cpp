@@ -47,6 +47,18 @@ std::optional<int32_t> ggml_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+DType dtype_of(int32_t ggml_type) {
+  static constexpr std::array<DType, kTypeCount> map{
+      DType::F32,     DType::F16,    DType::Q4_0,    DType::Q4_1,    DType::Unknown, DType::Unknown, DType::Q5_0,
+      DType::Q5_1,    DType::Q8_0,   DType::Q8_1,    DType::Q2_K,    DType::Q3_K,    DType::Q4_K,    DType::Q5_K,
+      DType::Q6_K,    DType::Q8_K,   DType::IQ2_XXS, DType::IQ2_XS,  DType::IQ3_XXS, DType::IQ1_S,   DType::IQ4_NL,
+      DType::IQ3_S,   DType::IQ2_S,  DType::IQ4_XS,  DType::I8,      DType::I16,     DType::I32,     DType::I64,
+      DType::F64,     DType::IQ1_M,  DType::BF16,    DType::Unknown, DType::Unknown, DType::Unknown, DType::TQ1_0,
+      DType::TQ2_0,   DType::Unknown, DType::Unknown, DType::Unknown, DType::MXFP4,  DType::NVFP4,   DType::Q1_0,
+      DType::Q2_0};
+  return ggml_type >= 0 && ggml_type < kTypeCount ? map[static_cast<size_t>(ggml_type)] : DType::Unknown;
+}
+
 std::optional<uint64_t> row_bytes(int32_t type, uint64_t ne0) {
   const GgmlTypeInfo* t = ggml_type(type);
   if (!t || t->block == 0 || ne0 % t->block != 0) return std::nullopt;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "ckpt/name_index.h"
 #include "util/parallel.h"
 
 namespace ckpt::gguf_load {
@@ -15,6 +16,28 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 bool five_digits(std::string_view s) {
   return s.size() == 5 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
+// The format-neutral rows of a parsed GGUF: shape outermost first (ne reversed), byte range
+// relative to the data section (header.data_base), names viewing the GGUF's own storage.
+void fill_table(const gguf::File& g, st::Header& h) {
+  h.file_size = g.file_size;
+  h.framing_ok = g.header_ok;
+  h.parsed = g.parsed;
+  h.data_base = g.data_start;
+  h.storage = g.storage;
+  if (!g.parsed) return;
+  h.tensors.reserve(g.tensors.size());
+  for (const auto& t : g.tensors) {
+    TensorEntry e;
+    e.name = t.name;
+    for (uint32_t d = std::max<uint32_t>(t.n_dims, 1); d-- > 0;) e.shape.push_back(static_cast<uint64_t>(t.ne[d]));
+    e.begin = t.offset;
+    e.end = t.size_ok ? t.offset + t.nbytes : t.offset;
+    e.name_hash = hash_name(e.name);
+    e.dtype = gguf::dtype_of(t.type);
+    h.tensors.push_back(std::move(e));
+  }
+}
+
 }  // namespace
 
 std::optional<SplitName> parse_split_name(std::string_view rel) {
@@ -47,8 +70,9 @@ void load(Checkpoint& ck, unsigned threads, const std::vector<std::string>* blob
   parallel::run(files.size(), std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(files.size()))), [&](size_t i) {
     Shard& sh = ck.gguf_shards[i];
     sh.file = files[i]->rel;
+    sh.format = Format::gguf;
     sh.gguf = std::make_shared<const gguf::File>(gguf::read_file(files[i]->abs));
-    sh.header.file_size = sh.gguf->file_size;
+    fill_table(*sh.gguf, sh.header);
   });
   // Group: split names by (prefix, count); every other file is its own model.
   std::map<std::pair<std::string, uint32_t>, std::map<uint32_t, uint32_t>> sets;

@@ -245,6 +245,24 @@ TEST(gguf_reader, type_table_geometry) {
   EXPECT_FALSE(gguf::ggml_type_from_name("q4_0_4_4"));  // removed ids are not writable
 }
 
+TEST(gguf_reader, type_table_agrees_with_the_format_neutral_dtypes) {
+  for (int32_t id = 0; id < gguf::kTypeCount; ++id) {
+    const auto* t = gguf::ggml_type(id);
+    const DType d = gguf::dtype_of(id);
+    if (t->block == 0) {
+      EXPECT_EQ(d, DType::Unknown) << t->name;
+      continue;
+    }
+    ASSERT_NE(d, DType::Unknown) << t->name;
+    const auto& info = dtype_info(d);
+    if (t->block == 1) EXPECT_EQ(info.bits, t->block_bytes * 8) << t->name;
+    else {
+      EXPECT_EQ(info.block_elems, t->block) << t->name;
+      EXPECT_EQ(info.block_bytes, t->block_bytes) << t->name;
+    }
+  }
+}
+
 TEST(gguf_reader, bool_other_than_0_or_1_is_noted) {
   std::string err;
   std::vector<std::pair<std::string, WriteValue>> kvs{{"x.flag", WriteValue::boolean(true)}};
