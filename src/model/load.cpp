@@ -761,6 +761,13 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   fs::path p(target);
   fs::file_status st = fs::status(p, ec);
 
+  // One GGUF file: its directory is the root (a cache snapshot is recognised as for a
+  // directory target), and only the file and its split siblings are read.
+  if (!ec && fs::is_regular_file(st) && ends_with(target, ".gguf")) {
+    single_gguf = p.filename().string();
+    p = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    st = fs::status(p, ec);
+  }
   std::string ollama_manifest;  // set for ollama:NAME[:TAG]
   bool ollama_store = false;    // an Ollama models directory (or ollama:NAME)
   if (target.rfind("ollama:", 0) == 0) {
@@ -809,15 +816,6 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
       ci.repo_id = sep == std::string::npos ? folder : folder.substr(0, sep) + "/" + folder.substr(sep + 2);
       ck.cache = ci;
     }
-  } else if (!ec && fs::is_regular_file(st) && ends_with(target, ".gguf")) {
-    // One GGUF file: its directory is the root, and only it (with its split siblings) is read.
-    fs::path file = fs::canonical(p, ec);
-    if (ec) {
-      result.error = LoadError{target + ": " + ec.message()};
-      return result;
-    }
-    ck.root = file.parent_path();
-    single_gguf = file.filename().string();
   } else if (!ec && fs::exists(st)) {
     result.error = LoadError{target + ": not a directory (pass the model directory, a cache snapshot directory, or org/name[@revision])"};
     return result;
