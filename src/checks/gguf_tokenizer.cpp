@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "checks/family.h"
+#include "checks/gguf_templates.h"
 #include "ckpt/jinja.h"
 
 namespace ckpt::checks {
@@ -230,25 +231,20 @@ json::Value special_tokens_of(const gguf::File& g) {
   return json::Value(std::move(o));
 }
 
+bool is_language_model(const gguf::File& g) {
+  const auto type = g.get_string("general.type");
+  const auto arch = g.get_string("general.architecture");
+  // Projectors (mmproj/clip) and adapters carry no vocabulary or template of their own.
+  return !((type && (*type == "mmproj" || *type == "adapter")) || (arch && *arch == "clip"));
+}
+
 void check_templates(const Shard& sh, FindingSink& out) {
   const gguf::File& g = *sh.gguf;
-  std::vector<jinja::TemplateSource> sources;
-  for (const auto& kv : g.kvs) {
-    const bool plain = kv.key == "tokenizer.chat_template";
-    const bool named = kv.key.rfind("tokenizer.chat_template.", 0) == 0;
-    if (!plain && !named) continue;
-    if (kv.value.type != ValueType::STRING) {
+  for (const auto& kv : g.kvs)
+    if ((kv.key == "tokenizer.chat_template" || kv.key.rfind("tokenizer.chat_template.", 0) == 0) && kv.value.type != ValueType::STRING)
       out.add("CT008", Severity::warning, std::string(kv.key) + " is a " + kv.value.type_text() + ", expected a string", sh.file, "",
               "llama.cpp skips array-typed keys when it looks up the template, so it sees none; other tools may read it");
-      continue;
-    }
-    jinja::TemplateSource src;
-    src.name = plain ? "default" : std::string(kv.key.substr(24));
-    src.file = sh.file;
-    src.origin = sh.file + ": " + std::string(kv.key);
-    src.text = std::string(kv.value.str);
-    sources.push_back(std::move(src));
-  }
+  auto sources = gguf_chat_templates(sh);
   if (sources.empty()) {
     out.add("CT007", Severity::info, "no chat template: the GGUF has no tokenizer.chat_template", sh.file, "",
             "base models legitimately have none; llama.cpp then falls back to a built-in template guessed from the name, or none");
@@ -261,16 +257,40 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   for (const auto& m : ck.gguf_models) {
     const Shard* first = m.first(ck.gguf_shards);
     if (!first || !first->gguf->metadata_ok) continue;  // GG says why
-    const auto type = first->gguf->get_string("general.type");
-    const auto arch = first->gguf->get_string("general.architecture");
-    // Projectors (mmproj/clip) and adapters carry no vocabulary of their own.
-    if ((type && (*type == "mmproj" || *type == "adapter")) || (arch && *arch == "clip")) continue;
+    if (!is_language_model(*first->gguf)) continue;
     check_tokenizer(ck, m, *first, out);
     check_templates(*first, out);
   }
 }
 
 }  // namespace
+
+std::vector<jinja::TemplateSource> gguf_chat_templates(const Shard& first) {
+  std::vector<jinja::TemplateSource> sources;
+  for (const auto& kv : first.gguf->kvs) {
+    const bool plain = kv.key == "tokenizer.chat_template";
+    const bool named = kv.key.rfind("tokenizer.chat_template.", 0) == 0;
+    if ((!plain && !named) || kv.value.type != ValueType::STRING) continue;
+    jinja::TemplateSource src;
+    src.name = plain ? "default" : std::string(kv.key.substr(24));
+    src.file = first.file;
+    src.origin = first.file + ": " + std::string(kv.key);
+    src.text = std::string(kv.value.str);
+    sources.push_back(std::move(src));
+  }
+  return sources;
+}
+
+std::vector<jinja::TemplateSource> gguf_chat_templates(const Checkpoint& ck) {
+  std::vector<jinja::TemplateSource> all;
+  for (const auto& m : ck.gguf_models) {
+    const Shard* first = m.first(ck.gguf_shards);
+    if (!first || !first->gguf->metadata_ok || !is_language_model(*first->gguf)) continue;
+    auto some = gguf_chat_templates(*first);
+    all.insert(all.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+  }
+  return all;
+}
 
 const FamilyDef kGgufTokenizerFamily{"GGUF TK/CT", kCodes, run};
 
