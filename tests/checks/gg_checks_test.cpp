@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "builders.h"
+#include "ckpt/engines.h"
 #include "ckpt/fixture.h"
 #include "ckpt/gguf.h"
 #include "ckpt/gguf_arch.h"
@@ -196,6 +197,25 @@ TEST(gg_checks, chat_template_from_metadata_goes_through_the_ct_probes) {
     kvs.erase(std::remove_if(kvs.begin(), kvs.end(), [](auto& kv) { return kv.first == "tokenizer.chat_template"; }), kvs.end());
   }));
   EXPECT_NE(find(none, "CT007"), nullptr) << dump(none);
+}
+
+TEST(gg_checks, gguf_template_is_judged_with_llama_cpp_s_parser_by_default_in_the_cli) {
+  TempDir d;
+  write_text(d / "model.gguf",
+             tiny_llama([](auto& kvs, auto&) { set(kvs, "tokenizer.chat_template", WriteValue::string("{%+ if true %}hi{% endif %}")); }));
+  std::string err;
+  auto sel = engines::parse_selection({"llama.cpp"}, &err);
+  ASSERT_TRUE(sel) << err;
+  VerifyOptions o;
+  o.engines = &*sel;
+  auto all = run_checks(load_ok(d.path()), o);
+  const Finding* f = find(all, "CT011");
+  ASSERT_NE(f, nullptr) << dump(all);
+  EXPECT_EQ(f->file, "model.gguf");
+  // The CLI picks llama.cpp for a GGUF-only target without --engine.
+  auto r = test::run_ckpt({"verify", (d / "model.gguf").string(), "--format", "json"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "\"CT011\"")) << r.out;
 }
 
 TEST(gg_checks, conformance_missing_unexpected_misshapen_and_experts) {
