@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "checks/family.h"
+#include "ckpt/gguf_arch.h"
 #include "model/gguf_load.h"
 
 namespace ckpt::checks {
@@ -157,8 +158,9 @@ struct KeyRule {
   Want want;
 };
 
-// The {arch}.* keys llama.cpp's loader reads, with the exact type get_key demands (no widening).
-constexpr KeyRule kArchKeys[] = {
+// The {arch}.* keys llama_model_base::load_hparams reads for every architecture, with the
+// exact type get_key demands (no widening).
+constexpr KeyRule kBaseKeys[] = {
     {"context_length", Want::U32},
     {"embedding_length", Want::U32},
     {"block_count", Want::U32},
@@ -167,25 +169,28 @@ constexpr KeyRule kArchKeys[] = {
     {"attention.head_count_kv", Want::U32OrArray},
     {"attention.key_length", Want::U32},
     {"attention.value_length", Want::U32},
-    {"attention.key_length_mla", Want::U32},
-    {"attention.value_length_mla", Want::U32},
-    {"attention.q_lora_rank", Want::U32},
-    {"attention.kv_lora_rank", Want::U32},
-    {"attention.sliding_window", Want::U32},
-    {"attention.layer_norm_rms_epsilon", Want::F32},
-    {"attention.layer_norm_epsilon", Want::F32},
     {"rope.dimension_count", Want::U32},
     {"rope.freq_base", Want::F32},
-    {"rope.freq_base_swa", Want::F32},
     {"rope.scaling.type", Want::String},
     {"rope.scaling.factor", Want::F32},
     {"rope.scaling.original_context_length", Want::U32},
     {"rope.scaling.finetuned", Want::Bool},
     {"expert_count", Want::U32},
     {"expert_used_count", Want::U32},
+};
+
+// Keys the modelled architectures' own loaders read (src/models/<arch>.cpp); other
+// architectures may give these names other meanings, so they are judged only for these.
+constexpr KeyRule kModelledArchKeys[] = {
+    {"attention.key_length_mla", Want::U32},
+    {"attention.value_length_mla", Want::U32},
+    {"attention.q_lora_rank", Want::U32},
+    {"attention.kv_lora_rank", Want::U32},
+    {"attention.sliding_window", Want::U32},
+    {"attention.layer_norm_rms_epsilon", Want::F32},
+    {"rope.freq_base_swa", Want::F32},
     {"expert_feed_forward_length", Want::U32},
     {"expert_shared_count", Want::U32},
-    {"expert_shared_feed_forward_length", Want::U32},
     {"leading_dense_block_count", Want::U32},
     {"nextn_predict_layers", Want::U32},
     {"vocab_size", Want::U32},
@@ -231,14 +236,22 @@ void check_hparams(const Shard& sh, FindingSink& out) {
   const std::string arch(arch_kv->value.str);
   const std::string prefix = arch + ".";
   auto key = [&](std::string_view suffix) { return prefix + std::string(suffix); };
-  for (const auto& rule : kArchKeys) {
-    const gguf::KeyValue* kv = g.find(key(rule.suffix));
-    if (kv && !type_ok(kv->value, rule.want))
-      out.add("GG031", Severity::error,
-              key(rule.suffix) + " is stored as " + kv->value.type_text() + "; llama.cpp reads it as " + std::string(want_text(rule.want)),
-              sh.file, "",
-              "llama.cpp's get_key demands the exact type (\"key has wrong type\"), even for optional keys; rewrite the key with the expected type");
-  }
+  auto check_types = [&](std::span<const KeyRule> rules) {
+    for (const auto& rule : rules) {
+      const gguf::KeyValue* kv = g.find(key(rule.suffix));
+      if (kv && !type_ok(kv->value, rule.want))
+        out.add("GG031", Severity::error,
+                key(rule.suffix) + " is stored as " + kv->value.type_text() + "; llama.cpp reads it as " + std::string(want_text(rule.want)),
+                sh.file, "",
+                "llama.cpp's get_key demands the exact type (\"key has wrong type\"), even for optional keys; rewrite the key with the expected type");
+    }
+  };
+  // Projectors (clip/mmproj) and adapters are not loaded as language models: their keys are
+  // not llama_model_base's.
+  const auto type = g.get_string("general.type");
+  const bool language_model = arch != "clip" && !(type && (*type == "mmproj" || *type == "adapter" || *type == "imatrix"));
+  if (language_model) check_types(kBaseKeys);
+  if (gguf_arch::is_modelled(arch)) check_types(kModelledArchKeys);
   struct Fixed {
     std::string_view key;
     ValueType type;
@@ -252,6 +265,7 @@ void check_hparams(const Shard& sh, FindingSink& out) {
               std::string(f.key) + " is stored as " + kv->value.type_text() + ", expected " + std::string(gguf::value_type_name(f.type)),
               sh.file, "", "llama.cpp and gguf-split write and read this key with that exact type");
 
+  if (!language_model) return;
   for (std::string_view req : {"context_length", "embedding_length", "block_count"})
     if (!g.find(key(req)))
       out.add("GG034", Severity::error, key(req) + " is missing", sh.file, "",
