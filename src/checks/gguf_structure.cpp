@@ -227,10 +227,17 @@ void check_hparams(const Shard& sh, FindingSink& out) {
   const gguf::File& g = *sh.gguf;
   const gguf::KeyValue* arch_kv = g.find("general.architecture");
   if (!arch_kv || arch_kv->value.type != ValueType::STRING || arch_kv->value.str.empty()) {
-    out.add("GG030", Severity::error,
+    // Without any model key the file is a GGUF container of something else (an imatrix, a
+    // control vector, a test vector): valid GGUF, only not a model llama.cpp can load.
+    const bool model_like = arch_kv || std::any_of(g.kvs.begin(), g.kvs.end(), [](const gguf::KeyValue& kv) {
+                              return kv.key.rfind("tokenizer.", 0) == 0 || kv.key.ends_with(".block_count");
+                            });
+    out.add("GG030", model_like ? Severity::error : Severity::warning,
             !arch_kv ? std::string("general.architecture is missing")
                      : "general.architecture is " + (arch_kv->value.type == ValueType::STRING ? std::string("empty") : "a " + arch_kv->value.type_text()),
-            sh.file, "", "llama.cpp throws \"unknown model architecture\"; the converter writes it as a string (e.g. \"llama\")");
+            sh.file, "",
+            model_like ? "llama.cpp throws \"unknown model architecture\"; the converter writes it as a string (e.g. \"llama\")"
+                       : "the file has no model metadata at all: fine for GGUF data files, but llama.cpp cannot load it as a model");
     return;
   }
   const std::string arch(arch_kv->value.str);

@@ -257,7 +257,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   for (const auto& m : ck.gguf_models) {
     const Shard* first = m.first(ck.gguf_shards);
     if (!first || !first->gguf->metadata_ok) continue;  // GG says why
-    if (!is_language_model(*first->gguf)) continue;
+    if (!is_language_model(*first->gguf) || !first->gguf->get_string("general.architecture")) continue;  // GG030 says why
     check_tokenizer(ck, m, *first, out);
     check_templates(*first, out);
   }
