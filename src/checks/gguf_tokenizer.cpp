@@ -10,6 +10,7 @@
 #include "checks/family.h"
 #include "checks/gguf_templates.h"
 #include "ckpt/jinja.h"
+#include "ckpt/name_index.h"
 
 namespace ckpt::checks {
 
@@ -91,22 +92,27 @@ void check_tokenizer(const Checkpoint& ck, const GgufModel& m, const Shard& sh, 
   const auto& tokens = tokens_kv->value.strings;
   const uint64_t n = tokens.size();
 
-  // Duplicate strings abort llama.cpp (GGML_ASSERT id_to_token.size() == token_to_id.size()).
+  // One flat index of the vocabulary (no per-token allocation: 256k-token vocabularies), for
+  // duplicates here and merge lookups below. Duplicate strings abort llama.cpp
+  // (GGML_ASSERT id_to_token.size() == token_to_id.size()).
+  NameIndex vocab;
+  vocab.reset(n);
+  auto token_at = [&](uint32_t pos) { return tokens[pos]; };
   {
-    std::unordered_map<std::string_view, uint64_t> first;
-    first.reserve(n);
     size_t dups = 0;
     std::string listed;
     for (uint64_t i = 0; i < n; ++i) {
-      auto [it, fresh] = first.emplace(tokens[i], i);
-      if (fresh || tokens[i].empty()) continue;  // empty strings become [EMPTY_i]
+      if (tokens[i].empty()) continue;  // empty strings become [EMPTY_i]
+      const uint32_t first = vocab.insert(tokens[i], hash_name(tokens[i]), static_cast<uint32_t>(i), token_at);
+      if (first == i) continue;
       if (++dups <= 3) listed += (listed.empty() ? "" : ", ") + std::string("'") + std::string(tokens[i].substr(0, 40)) + "' at " +
-                                 std::to_string(it->second) + " and " + std::to_string(i);
+                                 std::to_string(first) + " and " + std::to_string(i);
     }
     if (dups)
       out.add("TK028", Severity::error, std::to_string(dups) + " token string(s) appear more than once: " + listed, file, "",
               "llama.cpp aborts loading the vocabulary (GGML_ASSERT); the converter padded or merged vocabularies wrongly");
   }
+  auto in_vocab = [&](std::string_view t) { return vocab.find(t, hash_name(t), token_at) != NameIndex::npos; };
 
   // scores (f32 or i32) and token_type (i32): llama.cpp needs at least n, the spec exactly n.
   struct Parallel {
@@ -185,8 +191,7 @@ void check_tokenizer(const Checkpoint& ck, const GgufModel& m, const Shard& sh, 
               "llama.cpp reads merges as strings");
     } else if (merges_kv) {
       size_t bad = 0, unknown = 0;
-      std::string first_bad, first_unknown;
-      std::unordered_set<std::string_view> vocab(tokens.begin(), tokens.end());
+      std::string first_bad, first_unknown, joined;
       for (size_t i = 0; i < merges_kv->value.strings.size(); ++i) {
         std::string_view mrg = merges_kv->value.strings[i];
         const size_t sp = mrg.size() > 1 ? mrg.find(' ', 1) : std::string_view::npos;
@@ -195,7 +200,9 @@ void check_tokenizer(const Checkpoint& ck, const GgufModel& m, const Shard& sh, 
           continue;
         }
         const std::string_view l = mrg.substr(0, sp), r = mrg.substr(sp + 1);
-        if (!vocab.count(l) || !vocab.count(r) || !vocab.count(std::string(l) + std::string(r))) {
+        joined.assign(l);
+        joined.append(r);
+        if (!in_vocab(l) || !in_vocab(r) || !in_vocab(joined)) {
           if (++unknown == 1) first_unknown = "entry " + std::to_string(i) + " '" + std::string(mrg.substr(0, 60)) + "'";
         }
       }

@@ -300,10 +300,13 @@ class Parser {
               key, tensor);
     }
   }
-  bool read_uint(uint64_t& pos, uint32_t n, uint64_t& out, const std::string& what, const std::string& key = {},
+  // `what` names the field for a message; a callable, so the text is built only on failure
+  // (a 256k-token vocabulary reads 256k strings).
+  template <class What>
+  bool read_uint(uint64_t& pos, uint32_t n, uint64_t& out, const What& what, const std::string& key = {},
                  const std::string& tensor = {}) {
     if (!src_.ensure(pos, n)) {
-      truncated(pos, n, what, key, tensor);
+      truncated(pos, n, what(), key, tensor);
       return false;
     }
     out = src_.u(pos, n);
@@ -311,20 +314,20 @@ class Parser {
     return true;
   }
   // A GGUF string: u64 length then bytes.
-  bool read_string(uint64_t& pos, Span& out, const std::string& what, const std::string& key = {},
-                   const std::string& tensor = {}) {
+  template <class What>
+  bool read_string(uint64_t& pos, Span& out, const What& what, const std::string& key = {}, const std::string& tensor = {}) {
     const uint64_t at = pos;
     uint64_t len;
-    if (!read_uint(pos, 8, len, what + " length", key, tensor)) return false;
+    if (!read_uint(pos, 8, len, [&] { return what() + " length"; }, key, tensor)) return false;
     if (len > kMaxStringBytes) {
       problem(Rule::Truncated, at,
-              what + " at byte " + std::to_string(at) + " declares " + std::to_string(len) +
+              what() + " at byte " + std::to_string(at) + " declares " + std::to_string(len) +
                   " bytes, above gguf.cpp's 1 GiB string limit (the file has " + std::to_string(src_.left(pos)) + " left)",
               key, tensor);
       return false;
     }
     if (!src_.ensure(pos, len)) {
-      truncated(at, 8 + len, what, key, tensor);
+      truncated(at, 8 + len, what(), key, tensor);
       return false;
     }
     out = {pos, len};
@@ -343,7 +346,7 @@ class Parser {
 bool Parser::read_value(uint64_t& pos, Value& v, size_t kv_index, const std::string& key) {
   const uint64_t type_at = pos;
   uint64_t raw_type;
-  if (!read_uint(pos, 4, raw_type, "value type of key '" + key + "'", key)) return false;
+  if (!read_uint(pos, 4, raw_type, [&] { return "value type of key '" + key + "'"; }, key)) return false;
   const int32_t t = static_cast<int32_t>(static_cast<uint32_t>(raw_type));
   if (t < 0 || t >= kValueTypeCount) {
     problem(Rule::InvalidValueType, type_at,
@@ -353,14 +356,14 @@ bool Parser::read_value(uint64_t& pos, Value& v, size_t kv_index, const std::str
   v.type = static_cast<ValueType>(t);
   if (v.type == ValueType::STRING) {
     Span s;
-    if (!read_string(pos, s, "string value of key '" + key + "'", key)) return false;
+    if (!read_string(pos, s, [&] { return "string value of key '" + key + "'"; }, key)) return false;
     str_spans[kv_index] = s;
     return true;
   }
   if (v.type != ValueType::ARRAY) {
     const uint32_t w = value_type_bytes(v.type);
     const uint64_t at = pos;
-    if (!read_uint(pos, w, v.bits, std::string(value_type_name(v.type)) + " value of key '" + key + "'", key)) return false;
+    if (!read_uint(pos, w, v.bits, [&] { return std::string(value_type_name(v.type)) + " value of key '" + key + "'"; }, key)) return false;
     if (v.type == ValueType::BOOL && v.bits > 1)
       problem(Rule::BoolNotZeroOne, at,
               "key '" + key + "' is a bool stored as " + std::to_string(v.bits) + "; the spec allows 0 or 1, gguf.cpp reads any non-zero as true",
@@ -369,7 +372,7 @@ bool Parser::read_value(uint64_t& pos, Value& v, size_t kv_index, const std::str
   }
   uint64_t raw_elem;
   const uint64_t elem_at = pos;
-  if (!read_uint(pos, 4, raw_elem, "array element type of key '" + key + "'", key)) return false;
+  if (!read_uint(pos, 4, raw_elem, [&] { return "array element type of key '" + key + "'"; }, key)) return false;
   const int32_t e = static_cast<int32_t>(static_cast<uint32_t>(raw_elem));
   if (e < 0 || e >= kValueTypeCount || e == static_cast<int32_t>(ValueType::ARRAY)) {
     problem(Rule::InvalidValueType, elem_at,
@@ -380,7 +383,7 @@ bool Parser::read_value(uint64_t& pos, Value& v, size_t kv_index, const std::str
   }
   v.elem = static_cast<ValueType>(e);
   const uint64_t count_at = pos;
-  if (!read_uint(pos, 8, v.count, "array length of key '" + key + "'", key)) return false;
+  if (!read_uint(pos, 8, v.count, [&] { return "array length of key '" + key + "'"; }, key)) return false;
   const uint64_t left = src_.left(pos);
   const uint64_t min_elem = v.elem == ValueType::STRING ? 8 : value_type_bytes(v.elem);
   if (v.count > kMaxArrayElements || v.count > left / min_elem) {
@@ -413,7 +416,7 @@ bool Parser::read_value(uint64_t& pos, Value& v, size_t kv_index, const std::str
   spans.reserve(v.count);
   for (uint64_t i = 0; i < v.count; ++i) {
     Span s;
-    if (!read_string(pos, s, "string " + std::to_string(i) + " of key '" + key + "'", key)) return false;
+    if (!read_string(pos, s, [&] { return "string " + std::to_string(i) + " of key '" + key + "'"; }, key)) return false;
     spans.push_back(s);
   }
   return true;
@@ -432,7 +435,7 @@ bool Parser::read_kvs(uint64_t& pos) {
     KeyValue& kv = f_.kvs[i];
     kv.offset = pos;
     Span ks;
-    if (!read_string(pos, ks, "key " + std::to_string(i))) {
+    if (!read_string(pos, ks, [&] { return "key " + std::to_string(i); })) {
       f_.kvs.resize(i);
       return false;
     }
@@ -460,7 +463,7 @@ bool Parser::read_tensor_infos(uint64_t& pos) {
     TensorInfo& t = f_.tensors[i];
     t.info_offset = pos;
     Span ns;
-    if (!read_string(pos, ns, "name of tensor " + std::to_string(i))) {
+    if (!read_string(pos, ns, [&] { return "name of tensor " + std::to_string(i); })) {
       f_.tensors.resize(i);
       return false;
     }
@@ -476,7 +479,7 @@ bool Parser::read_tensor_infos(uint64_t& pos) {
               name);
     uint64_t v;
     const uint64_t dims_at = pos;
-    if (!read_uint(pos, 4, v, "n_dims of tensor '" + name + "'", {}, name)) {
+    if (!read_uint(pos, 4, v, [&] { return "n_dims of tensor '" + name + "'"; }, {}, name)) {
       f_.tensors.resize(i);
       return false;
     }
@@ -489,7 +492,7 @@ bool Parser::read_tensor_infos(uint64_t& pos) {
     bool dims_ok = true;
     for (uint32_t d = 0; d < t.n_dims; ++d) {
       const uint64_t at = pos;
-      if (!read_uint(pos, 8, v, "dimension " + std::to_string(d) + " of tensor '" + name + "'", {}, name)) {
+      if (!read_uint(pos, 8, v, [&] { return "dimension " + std::to_string(d) + " of tensor '" + name + "'"; }, {}, name)) {
         f_.tensors.resize(i + 1);
         return false;
       }
@@ -502,8 +505,8 @@ bool Parser::read_tensor_infos(uint64_t& pos) {
       }
     }
     const uint64_t type_at = pos;
-    if (!read_uint(pos, 4, v, "type of tensor '" + name + "'", {}, name) ||
-        !read_uint(pos, 8, t.offset, "offset of tensor '" + name + "'", {}, name)) {
+    if (!read_uint(pos, 4, v, [&] { return "type of tensor '" + name + "'"; }, {}, name) ||
+        !read_uint(pos, 8, t.offset, [&] { return "offset of tensor '" + name + "'"; }, {}, name)) {
       f_.tensors.resize(i + 1);
       return false;
     }
