@@ -162,3 +162,22 @@ TEST(ollama, deep_compares_the_digest) {
 
 }  // namespace
 }  // namespace ckpt::ftest
+
+#include "model/ollama.h"
+
+namespace ckpt::ftest {
+namespace {
+
+TEST(ollama, names_map_to_manifest_paths_as_ollama_lays_them_out) {
+  EXPECT_EQ(ollama::manifest_path("llama3.2"), "manifests/registry.ollama.ai/library/llama3.2/latest");
+  EXPECT_EQ(ollama::manifest_path("qwen3:8b"), "manifests/registry.ollama.ai/library/qwen3/8b");
+  EXPECT_EQ(ollama::manifest_path("user/model:tag"), "manifests/registry.ollama.ai/user/model/tag");
+  EXPECT_EQ(ollama::manifest_path("hf.co/unsloth/Qwen3-8B-GGUF:Q4_K_M"), "manifests/hf.co/unsloth/Qwen3-8B-GGUF/Q4_K_M");
+  EXPECT_EQ(ollama::manifest_path("localhost:5000/ns/m"), "manifests/localhost:5000/ns/m/latest");
+  EXPECT_EQ(ollama::manifest_path("../etc/passwd"), "");  // never a path outside manifests/
+  EXPECT_EQ(ollama::manifest_path("a/b/c/d"), "");
+  EXPECT_EQ(ollama::manifest_path("ns.with.dots/m"), "");
+}
+
+}  // namespace
+}  // namespace ckpt::ftest
