@@ -135,6 +135,7 @@ std::string manifest_path(std::string_view name) {
   else return {};
   if (host.empty() || host.size() > 350 || !valid_part(ns, 80, false) || !valid_part(model, 80, true) || !valid_part(tag, 80, true))
     return {};
+  if (!std::isalnum(static_cast<unsigned char>(host[0])) || host.find("..") != std::string::npos) return {};  // never "." or ".."
   for (char c : host)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == ':')) return {};
   return "manifests/" + host + "/" + ns + "/" + model + "/" + tag;
