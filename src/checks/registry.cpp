@@ -23,6 +23,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kQuantizationFamily,
     &checks::kTokenizerFamily,
     &checks::kChatTemplateFamily,
+    &checks::kPickleSafetyFamily,
     &checks::kHashesFamily,
     &checks::kEnginesFamily,
 };

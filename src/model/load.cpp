@@ -949,10 +949,21 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     ck.templates.push_back(std::move(t));
   }
 
+  // Pickle scan: every readable file that is not a safetensors shard, by content (a sniff of
+  // its first bytes; only pickles and archives are read further, and never their storages).
+  std::vector<const FileEntry*> pickle_files;
+  for (const auto& f : ck.files)
+    if (f.readable() && f.size > 0 && !ends_with(f.rel, ".safetensors")) pickle_files.push_back(&f);
+  std::vector<pt::FileScan> scans(pickle_files.size());
+  for (size_t i = 0; i < pickle_files.size(); ++i)
+    tasks.emplace_back([&, i] { scans[i] = pt::scan_file(pickle_files[i]->abs, pickle_files[i]->rel); });
+
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, static_cast<unsigned>(tasks.size()));
   parallel::run(tasks.size(), threads, [&](size_t i) { tasks[i](); });
   timings::mark("load: parse (parallel)");
+  for (auto& s : scans)
+    if (s.container != pt::Container::NotPickle || pt::is_weights_name(s.file)) ck.pickle_scans.push_back(std::move(s));
 
   // The index is read last, against a table of every shard's tensors: a name a shard holds is
   // then not stored twice (on a VM, memory touched for the first time is the largest cost).
