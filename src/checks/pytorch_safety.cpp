@@ -168,7 +168,9 @@ Judgement judge_import(std::string_view module, std::string_view name) {
   }
   if (allowed(module, name)) return {Verdict::Allowed, {}};
   for (auto m : kDangerousModules)
-    if (starts_with_module(module, m)) return {Verdict::Dangerous, "module '" + std::string(module) + "' is in the blocked module '" + std::string(m) + "'"};
+    if (starts_with_module(module, m))
+      return {Verdict::Dangerous, module == m ? "'" + std::string(m) + "' is a blocked module"
+                                              : "module '" + std::string(module) + "' is inside the blocked module '" + std::string(m) + "'"};
   // Nested names (Bdb.run, ShapeEnv.evaluate_guards_expression) may also climb to a blocked module.
   const std::string full = std::string(module) + "." + std::string(name);
   for (auto m : kDangerousModules)
@@ -242,7 +244,7 @@ void safety_findings(const pt::FileScan& scan, FindingSink& out) {
     }
   }
   for (const auto& n : scan.notes) {
-    const std::string at = " (" + where(n.member, n.offset) + ")";
+    const std::string at = " (" + (n.member.empty() ? std::string() : "member " + n.member + ", ") + "offset " + std::to_string(n.offset) + ")";
     switch (n.kind) {
       case pt::NoteKind::BuildOnImport:
         out.add("PK004", Severity::error, n.detail + at + ": a pickle that rewrites a module's attributes changes what later imports resolve to",

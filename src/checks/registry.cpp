@@ -24,6 +24,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kTokenizerFamily,
     &checks::kChatTemplateFamily,
     &checks::kPickleSafetyFamily,
+    &checks::kPyTorchStructureFamily,
     &checks::kHashesFamily,
     &checks::kEnginesFamily,
 };

@@ -94,6 +94,10 @@ class Reader {
     return v;
   }
   uint64_t length(uint64_t n) {
+    if (n > d_.size() - pos_) {
+      r_.ran_out = true;
+      fail("needs " + std::to_string(n) + " bytes, " + std::to_string(d_.size() - pos_) + " remain (truncated)");
+    }
     if (n > lim_.max_string) fail("string of " + std::to_string(n) + " bytes, above the cap", true);
     return n;
   }

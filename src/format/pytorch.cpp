@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "format/pytorch_internal.h"
+#include "format/sevenzip.h"
 #include "format/zip.h"
 #include "io/checked.h"
 #include "io/file.h"
@@ -32,11 +33,9 @@ class Scanner {
       out_.container = Container::Npy;
       return scan_npy(src, 0, src.size(), "");
     }
-    if (starts_with(head, std::string_view("7z\xBC\xAF\x27\x1C", 6))) {
+    if (sevenzip::looks_like_7z(head)) {
       out_.container = Container::SevenZip;
-      out_.notes.push_back({NoteKind::Unsupported, "", 0,
-                            "a 7z archive: its members are not inspected (torch cannot load it; extract it and scan the files)"});
-      return;
+      return scan_7z(src);
     }
     if (starts_with(head, "PYTORCH1")) {
       out_.container = Container::Preview;
@@ -118,6 +117,7 @@ class Scanner {
         out_.container = Container::RawPickle;
         // A raw pickle of a state_dict (no torch framing) still names tensors.
         extract_tensors(r, out_);
+        out_.weights_read = r.stopped && !out_.tensors.empty();
       }
       ++count;
       if (!r.stopped) break;
@@ -238,6 +238,23 @@ class Scanner {
       scan_stream(src, at, end, member, false);
       for (size_t i = mark; i < out_.imports.size(); ++i) out_.imports[i].offset += hstart + hlen;
     }
+  }
+
+  // 7z: torch cannot load it, but a scanner that skips it misses the pickle inside.
+  void scan_7z(const zip::Source& src) {
+    std::vector<std::string> streams;
+    const std::string err = sevenzip::read_streams(src, opts_.max_member_bytes, streams);
+    for (size_t k = 0; k < streams.size(); ++k) {
+      const std::string name = "7z stream " + std::to_string(k);
+      const std::string& bytes = streams[k];
+      zip::Source inner(&bytes);
+      std::string head = bytes.substr(0, 16);
+      if (zip::looks_like_zip(head)) scan_zip(inner, name + "!", 1, false);
+      else if (starts_with(head, "\x93NUMPY")) scan_npy(inner, 0, bytes.size(), name);
+      else if (pickle::looks_like_pickle(head)) scan_stream(inner, 0, bytes.size(), name, false);
+    }
+    if (!err.empty())
+      out_.notes.push_back({NoteKind::Unsupported, "", 0, "7z archive only partly inspected: " + err});
   }
 
   void zip_problem(const zip::Problem& p, const std::string& prefix) {
