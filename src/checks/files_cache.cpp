@@ -22,6 +22,13 @@ constexpr std::array<CheckInfo, 11> kCodes{{
     {"FS011", Severity::error, "side file does not parse as the loaders read it"},
 }};
 
+// A PyTorch checkpoint the PK and PT families read (its tensors and imports are verified).
+bool read_as_pytorch(const Checkpoint& ck, std::string_view rel) {
+  for (const auto& s : ck.pickle_scans)
+    if (s.file == rel && s.weights_read) return true;
+  return false;
+}
+
 // What a loader does when it meets this side file broken (the FS011 hint).
 std::string broken_side_file_effect(std::string_view rel) {
   if (rel == "tokenizer_config.json" || rel == "special_tokens_map.json" || rel == "added_tokens.json")
@@ -142,7 +149,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
               "a failed or interrupted copy; re-download the file");
       continue;
     }
-    if (!ends_with(f.rel, ".safetensors") && is_weight_file(f.rel)) other_weights.push_back(f.rel);
+    if (!ends_with(f.rel, ".safetensors") && is_weight_file(f.rel) && !read_as_pytorch(ck, f.rel)) other_weights.push_back(f.rel);
   }
   // Side files that exist but cannot be used are findings, never "absent" (config.json is
   // CF002's, tokenizer.json TK002's, the index IX's).

@@ -58,7 +58,7 @@ struct Limits {
   uint32_t max_marks = 4096;
   uint32_t max_memo = 1u << 24;
   uint64_t max_string = 256ull << 20;
-  uint32_t max_nodes = 64u << 20;
+  uint32_t max_nodes = 4u << 20;   // ~140 bytes each: a 100k-tensor state_dict needs ~1.5M
 };
 
 struct Result {

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "ckpt/checkpoint.h"
+#include "model/pytorch_shards.h"
 #include "io/file.h"
 #include "io/json_scan.h"
 #include "io/limits.h"
@@ -866,6 +867,15 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".safetensors.index.json")) continue;
     if (!index_entry || f.rel == "model.safetensors.index.json") index_entry = &f;
   }
+  // Without safetensors weights, transformers loads pytorch_model.bin.index.json (same schema).
+  const bool any_safetensors = std::any_of(ck.files.begin(), ck.files.end(), [](const FileEntry& f) {
+    return f.rel.find('/') == std::string::npos && ends_with(f.rel, ".safetensors");
+  });
+  if (!index_entry && !any_safetensors)
+    for (const auto& f : ck.files) {
+      if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".bin.index.json")) continue;
+      if (!index_entry || f.rel == "pytorch_model.bin.index.json") index_entry = &f;
+    }
 
   // Work items run in parallel: one per shard header and one per side JSON file.
   std::vector<std::function<void()>> tasks;
@@ -964,6 +974,14 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   timings::mark("load: parse (parallel)");
   for (auto& s : scans)
     if (s.container != pt::Container::NotPickle || pt::is_weights_name(s.file)) ck.pickle_scans.push_back(std::move(s));
+  // PyTorch weights join the tensor table when they are what loaders read: no safetensors beside them.
+  if (!any_safetensors) {
+    std::vector<std::string_view> indexed;  // a .bin index's shard names (read before the index itself)
+    if (index_entry && index_entry->readable() && ends_with(index_entry->rel, ".bin.index.json"))
+      for (const auto& f : ck.files)
+        if (f.rel.find('/') == std::string::npos && ends_with(f.rel, ".bin")) indexed.push_back(f.rel);
+    add_pytorch_shards(ck, indexed);
+  }
 
   // The index is read last, against a table of every shard's tensors: a name a shard holds is
   // then not stored twice (on a VM, memory touched for the first time is the largest cost).
