@@ -24,6 +24,9 @@ struct WriterDefects {
   bool truncate_storage = false;        // the file ends halfway through the last storage record (PT002, PT006)
 };
 
+// The torch storage class for a table dtype ("FloatStorage"), or nullptr when it has none.
+const char* storage_class_for(DType d);
+
 // The archive's bytes (root folder `root`); error set when a dtype has no torch storage class.
 std::string torch_zip_bytes(const std::vector<TensorToSave>& tensors, const std::string& root,
                             const WriterDefects& defects = {}, std::string* error = nullptr);

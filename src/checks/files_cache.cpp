@@ -107,7 +107,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "a download was interrupted; resume it (`ckpt fetch` resumes .incomplete blobs) or delete the file");
   }
 
-  bool any_safetensors = false;
+  bool any_safetensors = false, any_pytorch = false;
   std::vector<std::string> other_weights;
   for (const auto& f : ck.files) {
     if (ends_with(f.rel, ".incomplete")) {
@@ -149,7 +149,10 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
               "a failed or interrupted copy; re-download the file");
       continue;
     }
-    if (!ends_with(f.rel, ".safetensors") && is_weight_file(f.rel) && !read_as_pytorch(ck, f.rel)) other_weights.push_back(f.rel);
+    if (!ends_with(f.rel, ".safetensors") && is_weight_file(f.rel)) {
+      if (read_as_pytorch(ck, f.rel)) any_pytorch = true;
+      else other_weights.push_back(f.rel);
+    }
   }
   // Side files that exist but cannot be used are findings, never "absent" (config.json is
   // CF002's, tokenizer.json TK002's, the index IX's).
@@ -171,7 +174,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "weights in formats ckpt does not verify yet: " + list_names(other_weights), "", "",
             "pickle-based .bin/.pt files can run code when loaded; prefer safetensors");
   }
-  if (!any_safetensors && other_weights.empty() && !any_unusable_weight && !ck.index) {
+  if (!any_safetensors && !any_pytorch && other_weights.empty() && !any_unusable_weight && !ck.index) {
     out.add("FS008", Severity::error, "no weight files (*.safetensors, *.bin, *.gguf, ...) in " + ck.root.string(), "", "",
             "the download may have fetched only metadata (check --include patterns), or the path is wrong");
   }

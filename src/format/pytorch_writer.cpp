@@ -171,6 +171,8 @@ std::string zip_records(const std::vector<Record>& recs, std::vector<uint64_t>* 
 
 }  // namespace
 
+const char* storage_class_for(DType d) { return storage_class(d); }
+
 std::string torch_zip_bytes(const std::vector<TensorToSave>& tensors, const std::string& root, const WriterDefects& defects,
                             std::string* error) {
   Pickler p;
