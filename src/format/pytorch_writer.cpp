@@ -106,6 +106,14 @@ class Pickler {
 struct Record {
   std::string name;
   std::string data;
+  uint64_t hole = 0;  // > 0: `hole` bytes of zeros left unwritten (sparse stand-ins); data is empty
+  uint64_t size() const { return hole ? hole : data.size(); }
+};
+
+// The archive as bytes to write and holes to skip, in order.
+struct Segment {
+  std::string bytes;
+  uint64_t hole = 0;
 };
 
 void le(std::string& s, uint64_t v, int n) {
@@ -113,11 +121,14 @@ void le(std::string& s, uint64_t v, int n) {
 }
 
 // A stored zip with each record's data 64-byte aligned (torch's "FB" padding extra field).
-std::string zip_records(const std::vector<Record>& recs, std::vector<uint64_t>* data_offsets = nullptr) {
-  std::string file, central;
+// Sizes must fit 32 bits (no zip64): fixtures and the benchmark's 2 GB shards do.
+std::vector<Segment> zip_segments(const std::vector<Record>& recs, std::vector<uint64_t>* data_offsets = nullptr) {
+  std::vector<Segment> out(1);
+  std::string central;
+  uint64_t pos = 0;
   for (const auto& r : recs) {
-    const uint64_t at = file.size();
-    const uint32_t crc = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(r.data.data()), static_cast<uInt>(r.data.size())));
+    const uint64_t at = pos;
+    const uint32_t crc = r.hole ? 0 : static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(r.data.data()), static_cast<uInt>(r.data.size())));
     const uint64_t data_start_min = at + 30 + r.name.size() + 4;
     const uint64_t pad = (64 - data_start_min % 64) % 64;
     std::string local;
@@ -127,17 +138,24 @@ std::string zip_records(const std::vector<Record>& recs, std::vector<uint64_t>* 
     le(local, 0, 2);       // stored
     le(local, 0, 4);       // time/date
     le(local, crc, 4);
-    le(local, r.data.size(), 4);
-    le(local, r.data.size(), 4);
+    le(local, r.size(), 4);
+    le(local, r.size(), 4);
     le(local, r.name.size(), 2);
     le(local, 4 + pad, 2);
     local += r.name;
     local += "FB";
     le(local, pad, 2);
     local += std::string(static_cast<size_t>(pad), 'Z');
-    file += local;
-    if (data_offsets) data_offsets->push_back(file.size());
-    file += r.data;
+    out.back().bytes += local;
+    pos += local.size();
+    if (data_offsets) data_offsets->push_back(pos);
+    if (r.hole) {
+      out.push_back({{}, r.hole});
+      out.push_back({});
+    } else {
+      out.back().bytes += r.data;
+    }
+    pos += r.size();
     le(central, 0x02014b50, 4);
     le(central, 20, 2);
     le(central, 20, 2);
@@ -145,8 +163,8 @@ std::string zip_records(const std::vector<Record>& recs, std::vector<uint64_t>* 
     le(central, 0, 2);
     le(central, 0, 4);
     le(central, crc, 4);
-    le(central, r.data.size(), 4);
-    le(central, r.data.size(), 4);
+    le(central, r.size(), 4);
+    le(central, r.size(), 4);
     le(central, r.name.size(), 2);
     le(central, 0, 2);  // extra
     le(central, 0, 2);  // comment
@@ -156,16 +174,26 @@ std::string zip_records(const std::vector<Record>& recs, std::vector<uint64_t>* 
     le(central, at, 4);
     central += r.name;
   }
-  const uint64_t cd_at = file.size();
-  file += central;
-  le(file, 0x06054b50, 4);
-  le(file, 0, 2);
-  le(file, 0, 2);
-  le(file, recs.size(), 2);
-  le(file, recs.size(), 2);
-  le(file, central.size(), 4);
-  le(file, cd_at, 4);
-  le(file, 0, 2);
+  const uint64_t cd_at = pos;
+  std::string& tail = out.back().bytes;
+  tail += central;
+  le(tail, 0x06054b50, 4);
+  le(tail, 0, 2);
+  le(tail, 0, 2);
+  le(tail, recs.size(), 2);
+  le(tail, recs.size(), 2);
+  le(tail, central.size(), 4);
+  le(tail, cd_at, 4);
+  le(tail, 0, 2);
+  return out;
+}
+
+std::string zip_records(const std::vector<Record>& recs, std::vector<uint64_t>* data_offsets = nullptr) {
+  std::string file;
+  for (const auto& seg : zip_segments(recs, data_offsets)) {
+    file += seg.bytes;
+    file.append(static_cast<size_t>(seg.hole), '\0');
+  }
   return file;
 }
 
@@ -173,8 +201,10 @@ std::string zip_records(const std::vector<Record>& recs, std::vector<uint64_t>* 
 
 const char* storage_class_for(DType d) { return storage_class(d); }
 
-std::string torch_zip_bytes(const std::vector<TensorToSave>& tensors, const std::string& root, const WriterDefects& defects,
-                            std::string* error) {
+namespace {
+
+std::vector<Record> torch_records(const std::vector<TensorToSave>& tensors, const std::string& root, const WriterDefects& defects,
+                                  bool sparse, std::string* error) {
   Pickler p;
   p.global("collections", "OrderedDict");
   p.empty_tuple();
@@ -194,8 +224,9 @@ std::string torch_zip_bytes(const std::vector<TensorToSave>& tensors, const std:
     uint64_t numel = 1;
     for (auto d : t.shape) numel *= d;
     uint64_t declared = numel;
+    const bool hole = sparse && t.data.empty();
     std::string bytes = std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size());
-    bytes.resize(static_cast<size_t>(numel * item), '\0');
+    if (!hole) bytes.resize(static_cast<size_t>(numel * item), '\0');
     if (defects.tensor_outside_storage && i == 0 && numel > 0) {
       declared = numel - 1;  // the pickle's storage holds one element fewer than the tensor spans
       bytes.resize(static_cast<size_t>(declared * item));
@@ -232,7 +263,8 @@ std::string torch_zip_bytes(const std::vector<TensorToSave>& tensors, const std:
     p.reduce();
     p.tuple();
     p.reduce();
-    if (!(defects.missing_record && i == tensors.size() - 1)) storages.push_back({root + "/data/" + key, std::move(bytes)});
+    if (!(defects.missing_record && i == tensors.size() - 1))
+      storages.push_back({root + "/data/" + key, std::move(bytes), hole ? numel * item : 0});
     if (++batch == 1000) {
       p.setitems();
       p.mark();
@@ -255,6 +287,19 @@ std::string torch_zip_bytes(const std::vector<TensorToSave>& tensors, const std:
   recs.push_back({root + "/byteorder", "little"});
   for (auto& s : storages) recs.push_back(std::move(s));
   recs.push_back({root + "/version", "3\n"});
+  return recs;
+}
+
+}  // namespace
+
+std::string torch_zip_bytes(const std::vector<TensorToSave>& tensors, const std::string& root, const WriterDefects& defects,
+                            std::string* error) {
+  std::string err;
+  std::vector<Record> recs = torch_records(tensors, root, defects, false, &err);
+  if (!err.empty()) {
+    if (error) *error = err;
+    return {};
+  }
   std::vector<uint64_t> offsets;
   std::string file = zip_records(recs, &offsets);
   if (defects.truncate_storage && recs.size() >= 4) {
@@ -274,6 +319,24 @@ std::string write_torch_zip(const std::filesystem::path& path, const std::vector
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) return "cannot write " + path.string();
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return f ? std::string() : "write failed: " + path.string();
+}
+
+std::string write_torch_zip_sparse(const std::filesystem::path& path, const std::vector<TensorToSave>& tensors) {
+  std::string root = path.stem().string();
+  if (root.empty()) root = "archive";
+  std::string err;
+  std::vector<Record> recs = torch_records(tensors, root, {}, true, &err);
+  if (!err.empty()) return err;
+  uint64_t total = 0;
+  for (const auto& r : recs) total += r.size() + 30 + r.name.size() + 4 + 64 + 46 + r.name.size();
+  if (total >= 0xFFFFFFFFull) return "a sparse stand-in shard must stay below 4 GiB (no zip64 in this writer)";
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return "cannot write " + path.string();
+  for (const auto& seg : zip_segments(recs)) {
+    f.write(seg.bytes.data(), static_cast<std::streamsize>(seg.bytes.size()));
+    if (seg.hole) f.seekp(static_cast<std::streamoff>(seg.hole), std::ios::cur);
+  }
   return f ? std::string() : "write failed: " + path.string();
 }
 
