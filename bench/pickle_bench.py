@@ -64,7 +64,7 @@ def main():
     p, _, _ = timed([ckpt, "verify", bad, "--format", "json"])
     assert any(f["code"] == "PK001" for f in json.loads(p.stdout)["findings"])
     p, _, _ = timed([sys.executable, os.path.join(HERE, "pickle_baseline.py"), bad])
-    assert p.returncode == 1 and "posix.system" in p.stdout, p.stdout
+    assert p.returncode == 1 and b"posix.system" in p.stdout, p.stdout
 
     walls = {"ckpt": [], "python": []}
     cpus = {"ckpt": [], "python": []}
