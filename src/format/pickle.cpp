@@ -611,15 +611,19 @@ bool looks_like_pickle(std::string_view p) {
   if (p.empty()) return false;
   const uint8_t c = static_cast<uint8_t>(p[0]);
   if (c == PROTO) return p.size() >= 2 && static_cast<uint8_t>(p[1]) <= 5;
-  // Protocol 0/1 pickles have no PROTO: these are the openings a malicious one needs (an
-  // import, a MARK before INST/OBJ, a container, a text string or a memo fetch).
-  switch (c) {
-    case GLOBAL: case MARK: case INST: case EMPTY_LIST: case EMPTY_DICT: case EMPTY_TUPLE: case LIST: case DICT:
-    case STRING: case UNICODE: case BINUNICODE: case SHORT_BINSTRING: case BINSTRING: case NONE: case INT:
-    case BININT: case BININT1: case BININT2: case LONG: case FLOAT: case BINFLOAT: case GET: case BINGET:
-      return true;
-    default: return false;
-  }
+  // pickle.load starts at byte 0 whatever it is: a pickle without PROTO may open with any opcode
+  // (a protocol-0 GLOBAL, or SHORT_BINUNICODE feeding a STACK_GLOBAL), so every opcode byte is
+  // a candidate; bytes that are no pickle fail within a few opcodes and are then left alone.
+  static constexpr uint8_t kOpcodes[] = {
+      MARK, POP, POP_MARK, DUP, FLOAT, INT, BININT, BININT1, LONG, BININT2, NONE, PERSID, BINPERSID, REDUCE, STRING,
+      BINSTRING, SHORT_BINSTRING, UNICODE, BINUNICODE, APPEND, BUILD, GLOBAL, DICT, EMPTY_DICT, APPENDS, GET, BINGET,
+      INST, LONG_BINGET, LIST, EMPTY_LIST, OBJ, PUT, BINPUT, LONG_BINPUT, SETITEM, TUPLE, EMPTY_TUPLE, SETITEMS,
+      BINFLOAT, NEWOBJ, EXT1, EXT2, EXT4, TUPLE1, TUPLE2, TUPLE3, NEWTRUE, NEWFALSE, LONG1, LONG4, BINBYTES,
+      SHORT_BINBYTES, SHORT_BINUNICODE, BINUNICODE8, BINBYTES8, EMPTY_SET, ADDITEMS, FROZENSET, NEWOBJ_EX,
+      STACK_GLOBAL, MEMOIZE, FRAME, BYTEARRAY8, NEXT_BUFFER, READONLY_BUFFER};
+  for (uint8_t op : kOpcodes)
+    if (op == c) return true;
+  return false;
 }
 
 std::string dotted(const GlobalRef& g) { return g.module + "." + g.name; }

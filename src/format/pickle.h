@@ -83,8 +83,8 @@ struct Result {
 // Reads one pickle starting at `data[0]` (offsets in the result are relative to `base`).
 Result read(std::string_view data, uint64_t base = 0, const Limits& limits = {});
 
-// Whether the bytes plausibly start a pickle (a PROTO opcode with protocol 0-5, or a
-// protocol 0/1 opening such as GLOBAL, MARK, an empty container or INST).
+// Whether the bytes may start a pickle: a PROTO opcode with protocol 0-5, or any other opcode
+// byte (pickle.load accepts a pickle without PROTO opening with any opcode).
 bool looks_like_pickle(std::string_view prefix);
 
 std::string dotted(const GlobalRef& g);

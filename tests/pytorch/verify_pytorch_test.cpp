@@ -136,6 +136,10 @@ TEST(PyTorchVerify, SafetensorsBesideBinWinsAndTheBinIsStillScanned) {
   auto fs = run_checks(*lr.checkpoint);
   EXPECT_EQ(count(fs, "PK001"), 1u) << dump(fs);
   EXPECT_EQ(count(fs, "AR002"), 0u) << dump(fs);  // the .bin's tensors are not counted twice
+  // PT014 says which one loaders read, and that the .bin holds the same tensors (same arch and seed).
+  auto pt14 = std::find_if(fs.begin(), fs.end(), [](const Finding& f) { return f.code == "PT014"; });
+  ASSERT_NE(pt14, fs.end()) << dump(fs);
+  EXPECT_NE(pt14->message.find("holds the same"), std::string::npos) << pt14->message;
 }
 
 TEST(PyTorchVerify, VerdictIgnoresTheFileName) {
@@ -261,6 +265,8 @@ TEST(PickleReader, HostileShapesAreBoundedAndReported) {
   EXPECT_EQ(count(pk("(cos\nsystem\nX\x02\x00\x00\x00lso0N."s), "PK001"), 1u);
   // concatenated pickles: the second one is read too
   EXPECT_EQ(count(pk("\x80\x02N.\x80\x02" "csubprocess\nrun\n)R."), "PK001"), 1u);
+  // no PROTO, opening with SHORT_BINUNICODE into STACK_GLOBAL: pickle.load runs it, so it is read
+  EXPECT_EQ(count(pk("\x8c\x02os\x8c\x06system\x93\x8c\x02ls\x85R."s), "PK001"), 1u);
   // not a pickle at all: no finding
   EXPECT_TRUE(pk("<!DOCTYPE html><html></html>").empty());
   EXPECT_TRUE(pk("{\"a\": 1}").empty());
@@ -359,6 +365,27 @@ TEST(PyTorchDeep, NaNInfAndZeroInStoragesAreFound) {
   // header-only: nothing of the kind
   auto quick = run_checks(*lr.checkpoint);
   for (const auto& f : quick) EXPECT_NE(f.code.substr(0, 2), "HS") << f.code;
+}
+
+}  // namespace
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+TEST(PyTorchVerify, ShardedBinWithoutIndexAndStrayBinShard) {
+  test::TempDir tmp;
+  auto r = make(tmp / "m", "llama", {}, 3);
+  ASSERT_EQ(r.error, "");
+  // a shard the index does not name
+  fs::copy_file(r.model_dir / "pytorch_model-00003-of-00003.bin", r.model_dir / "pytorch_model-00004-of-00004.bin");
+  auto fs1 = verify_dir(r.model_dir);
+  EXPECT_GE(count(fs1, "IX002"), 1u) << dump(fs1);
+  // no index at all
+  fs::remove(r.model_dir / "pytorch_model-00004-of-00004.bin");
+  fs::remove(r.model_dir / "pytorch_model.bin.index.json");
+  auto fs2 = verify_dir(r.model_dir);
+  EXPECT_EQ(count(fs2, "IX007"), 1u) << dump(fs2);
 }
 
 }  // namespace
