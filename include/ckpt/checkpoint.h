@@ -15,6 +15,7 @@
 #include "ckpt/gguf.h"
 #include "ckpt/json.h"
 #include "ckpt/name_index.h"
+#include "ckpt/pytorch.h"
 #include "ckpt/safetensors.h"
 
 namespace ckpt {
@@ -297,6 +298,10 @@ class Checkpoint {
   // adapter_config.json): parsed so a broken one is a finding, not a surprise at load time.
   std::vector<JsonFile> other_json;
   std::vector<TextFile> templates;       // chat_template.jinja, additional_chat_templates/*.jinja
+  // Every file whose bytes are a pickle, a torch zip or legacy stream, .npy/.npz or another
+  // archive holding one (decided by content, not name), and every PyTorch weight file even
+  // when its bytes are none of those: statically scanned, never unpickled (PK).
+  std::vector<pt::FileScan> pickle_scans;
 
   // All tensors by name, across every parsed shard (several locations = duplicates).
   // Reads the entries stored in `shards` (valid as long as this Checkpoint lives).

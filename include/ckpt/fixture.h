@@ -31,6 +31,9 @@ struct DefectInfo {
   std::string_view needs;     // other precondition ("moe", "kv_shared", "packed_float", ...)
 };
 const std::vector<DefectInfo>& defects();
+// The pickle-checkpoint defects (--format pytorch), listed apart so the safetensors catalogue
+// and its recorded findings stay as they are.
+const std::vector<DefectInfo>& pytorch_defects();
 const DefectInfo* find_defect(std::string_view name);
 
 struct ArchInfo {
@@ -51,6 +54,7 @@ struct Options {
   st::DType dtype = st::DType::F16;
   std::string hf_repo;                 // "org/name": write a Hugging Face cache layout under `out`
   bool unigram = false;                // Unigram tokenizer variant
+  Format format = Format::safetensors; // weights as safetensors, or as torch.save zip checkpoints (.bin)
 };
 
 struct Result {

@@ -27,6 +27,8 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kTokenizerFamily,
     &checks::kChatTemplateFamily,
     &checks::kGgufTokenizerFamily,
+    &checks::kPickleSafetyFamily,
+    &checks::kPyTorchStructureFamily,
     &checks::kHashesFamily,
     &checks::kGgufDeepFamily,
     &checks::kEnginesFamily,

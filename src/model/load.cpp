@@ -20,6 +20,7 @@
 #include "ckpt/checkpoint.h"
 #include "model/gguf_load.h"
 #include "model/ollama.h"
+#include "model/pytorch_shards.h"
 #include "io/file.h"
 #include "io/json_scan.h"
 #include "io/limits.h"
@@ -926,6 +927,15 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".safetensors.index.json")) continue;
     if (!index_entry || f.rel == "model.safetensors.index.json") index_entry = &f;
   }
+  // Without safetensors weights, transformers loads pytorch_model.bin.index.json (same schema).
+  const bool any_safetensors = std::any_of(ck.files.begin(), ck.files.end(), [](const FileEntry& f) {
+    return f.rel.find('/') == std::string::npos && ends_with(f.rel, ".safetensors");
+  });
+  if (!index_entry && !any_safetensors)
+    for (const auto& f : ck.files) {
+      if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".bin.index.json")) continue;
+      if (!index_entry || f.rel == "pytorch_model.bin.index.json") index_entry = &f;
+    }
 
   // Work items run in parallel: one per shard header and one per side JSON file.
   std::vector<std::function<void()>> tasks;
@@ -1009,11 +1019,30 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     ck.templates.push_back(std::move(t));
   }
 
+  // Pickle scan: every readable file that is not a safetensors shard, by content (a sniff of
+  // its first bytes; only pickles and archives are read further, and never their storages).
+  std::vector<const FileEntry*> pickle_files;
+  for (const auto& f : ck.files)
+    if (f.readable() && f.size > 0 && !ends_with(f.rel, ".safetensors")) pickle_files.push_back(&f);
+  std::vector<pt::FileScan> scans(pickle_files.size());
+  for (size_t i = 0; i < pickle_files.size(); ++i)
+    tasks.emplace_back([&, i] { scans[i] = pt::scan_file(pickle_files[i]->abs, pickle_files[i]->rel); });
+
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, static_cast<unsigned>(tasks.size()));
   parallel::run(tasks.size(), threads, [&](size_t i) { tasks[i](); });
   timings::mark("load: parse (parallel)");
   gguf_load::load(ck, opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency()));
+  for (auto& s : scans)
+    if (s.container != pt::Container::NotPickle || pt::is_weights_name(s.file)) ck.pickle_scans.push_back(std::move(s));
+  // PyTorch weights join the tensor table when they are what loaders read: no safetensors beside them.
+  if (!any_safetensors) {
+    std::vector<std::string_view> indexed;  // a .bin index's shard names (read before the index itself)
+    if (index_entry && index_entry->readable() && ends_with(index_entry->rel, ".bin.index.json"))
+      for (const auto& f : ck.files)
+        if (f.rel.find('/') == std::string::npos && ends_with(f.rel, ".bin")) indexed.push_back(f.rel);
+    add_pytorch_shards(ck, indexed);
+  }
 
   // The index is read last, against a table of every shard's tensors: a name a shard holds is
   // then not stored twice (on a VM, memory touched for the first time is the largest cost).

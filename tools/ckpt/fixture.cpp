@@ -30,6 +30,7 @@ int run_fixture(int argc, char** argv) {
   app.add_option("--experts", experts, "routed experts (MoE architectures)");
   app.add_option("--shards", o.shards, "number of safetensors shards (>1 writes an index)");
   app.add_option("--dtype", dtype, "float dtype: F16 (default), BF16, F32");
+  app.add_option("--format", format, "weight format: safetensors (default) or pytorch (torch.save zip .bin files)");
   app.add_option("--hf-cache", o.hf_repo, "write a Hugging Face cache layout for org/name under OUT_DIR");
   app.add_flag("--unigram", o.unigram, "Unigram tokenizer instead of byte-level BPE");
   app.add_flag("--list", list, "list architectures and quantization schemes");
@@ -52,12 +53,14 @@ int run_fixture(int argc, char** argv) {
   }
   if (list_defects) {
     std::printf("%-32s %-6s %s\n", "defect", "code", "incident");
-    for (const auto& d : fixture::defects())
-      std::printf("%-32.*s %-6.*s %.*s\n", int(d.name.size()), d.name.data(), int(d.code.size()), d.code.data(),
-                  int(d.incident.size()), d.incident.data());
-    for (const auto& d : fixture::gguf_defects())  // with --format gguf
-      std::printf("%-32.*s %-6.*s %.*s\n", int(d.name.size()), d.name.data(), int(d.code.size()), d.code.data(),
-                  int(d.incident.size()), d.incident.data());
+    for (const auto* list : {&fixture::defects(), &fixture::pytorch_defects(), &fixture::gguf_defects()})
+      for (const auto& d : *list)
+        std::printf("%-32.*s %-6.*s %.*s%s
+", int(d.name.size()), d.name.data(), int(d.code.size()), d.code.data(),
+                    int(d.incident.size()), d.incident.data(),
+                    list == &fixture::gguf_defects() ? " (--format gguf)"
+                    : d.needs == "pytorch"            ? " (--format pytorch)"
+                                                      : "");
     return 0;
   }
   if (arch.empty() || out.empty()) {
@@ -98,6 +101,11 @@ int run_fixture(int argc, char** argv) {
   else if (dtype == "F32" || dtype == "f32") o.dtype = st::DType::F32;
   else {
     std::fprintf(stderr, "ckpt fixture: --dtype must be F16, BF16 or F32\n");
+    return 2;
+  }
+  if (format == "pytorch") o.format = Format::pytorch;
+  else if (format != "safetensors") {
+    std::fprintf(stderr, "ckpt fixture: --format must be safetensors or pytorch\n");
     return 2;
   }
   fixture::Result r = fixture::make_fixture(o);
