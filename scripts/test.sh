@@ -7,10 +7,12 @@ cd "$(dirname "$0")/.."
 # python3-torch (Debian, ~8 minutes to install on a fresh machine) is the independent oracle
 # that runs one MLP block of every fixture; the demo does not need it.
 export EXTRA_PACKAGES="${EXTRA_PACKAGES:-python3-torch}"
-# @huggingface/gguf (npm), the independent GGUF reader the fixture oracle test runs under Node,
-# goes into tests/oracles/node_modules; without Node or npm that test reports itself skipped.
-if command -v npm >/dev/null && [ ! -d tests/oracles/node_modules/@huggingface/gguf ]; then
-  npm install --prefix tests/oracles --no-audit --no-fund --silent || echo "setup: npm install of tests/oracles failed; the GGUF oracle test will skip"
+# The npm oracles (tests/oracles/package.json) go into tests/oracles/node_modules:
+# @huggingface/gguf, the independent GGUF reader of the fixture oracle test, and
+# @huggingface/jinja, the engine of transformers.js that the hf_jinja runtime is compared with.
+# Without Node or npm those tests report themselves skipped.
+if command -v npm >/dev/null && { [ ! -d tests/oracles/node_modules/@huggingface/gguf ] || [ ! -d tests/oracles/node_modules/@huggingface/jinja ]; }; then
+  npm install --prefix tests/oracles --no-audit --no-fund --silent || echo "setup: npm install of tests/oracles failed; the npm oracle tests will skip"
 fi
 if [ "${1:-}" = "--asan" ]; then
   scripts/setup.sh build-asan -DCKPT_SANITIZE=ON -DCKPT_BUILD_BENCH=OFF
