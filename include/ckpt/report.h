@@ -1,4 +1,4 @@
-// Renderers: one Report, four formats (text, json, github, sarif).
+// Renderers: one Report, five formats (text, json, jsonl, github, sarif).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,8 +24,14 @@ struct Report {
 
 Summary count_findings(const std::vector<Finding>& findings);
 
+// The version of the JSON report contract (docs/report.schema.json), in every json/jsonl output
+// as "schema_version". Fields are only ever added; this changes only if one changed meaning.
+inline constexpr int kReportSchemaVersion = 1;
+
 std::string render_text(const Report& r, bool color);
 std::string render_json(const Report& r);
+// One finding object per line ({"record":"finding",...}), then one summary line.
+std::string render_jsonl(const Report& r);
 std::string render_github(const Report& r);
 std::string render_sarif(const Report& r);
 
