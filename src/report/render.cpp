@@ -2,6 +2,7 @@
 #include <map>
 #include <set>
 
+#include "ckpt/checkpoint.h"
 #include "ckpt/checks.h"
 #include "ckpt/json.h"
 #include "ckpt/report.h"
@@ -24,6 +25,15 @@ Summary count_findings(const std::vector<Finding>& findings) {
     else if (f.severity == Severity::warning) ++s.warnings;
     else ++s.infos;
   }
+  return s;
+}
+
+Summary summary_for(const std::vector<Finding>& findings, const Checkpoint& ck) {
+  Summary s = count_findings(findings);
+  s.files = ck.files.size();
+  s.tensors = ck.total_tensors();
+  s.bytes = ck.total_bytes();
+  for (const auto& f : ck.files) s.file_bytes += f.size;
   return s;
 }
 
@@ -82,8 +92,9 @@ std::string render_text(const Report& r, bool color) {
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f ms", r.elapsed_ms);
   out += "\n" + verdict + ": " + plural(s.errors, "error") + ", " + plural(s.warnings, "warning") + ", " +
-         plural(s.infos, "info") + " — " + plural(s.files, "file") + ", " + plural(s.tensors, "tensor") + ", " +
-         human_bytes(s.bytes) + " checked in " + ms + "\n";
+         plural(s.infos, "info") + " — " + plural(s.files, "file") +
+         (s.file_bytes ? " (" + human_bytes(s.file_bytes) + ")" : "") + ", " + plural(s.tensors, "tensor") + " in " +
+         human_bytes(s.bytes) + " of safetensors, checked in " + ms + "\n";
   return out;
 }
 

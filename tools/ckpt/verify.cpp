@@ -131,10 +131,7 @@ int run_verify(int argc, char** argv) {
     if (!select_codes.empty() && !matches(f.code, select_codes)) continue;
     report.findings.push_back(std::move(f));
   }
-  report.summary = count_findings(report.findings);
-  report.summary.files = ck.files.size();
-  report.summary.tensors = ck.total_tensors();
-  report.summary.bytes = ck.total_bytes();
+  report.summary = summary_for(report.findings, ck);
   report.elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
 
   std::string text;
