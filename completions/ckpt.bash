@@ -23,7 +23,7 @@ _ckpt() {
   if ((COMP_CWORD >= 3)) && [[ ${COMP_WORDS[1]} == template && ${COMP_WORDS[2]} != -* ]]; then
     cmd+=("${COMP_WORDS[2]}")
   fi
-  if [[ $cur == -* || (${COMP_WORDS[1]} == template && COMP_CWORD == 2) ]]; then
+  if [[ $cur == -* || (${COMP_WORDS[1]} == template && $COMP_CWORD == 2) ]]; then
     mapfile -t COMPREPLY < <(compgen -W "$(_ckpt_words "$prog" "${cmd[@]}")" -- "$cur")
     return
   fi

@@ -205,7 +205,7 @@ TEST(report_text, verdict_codes_and_grouping) {
 // The first finding of each code points at `ckpt explain CODE`, once per code.
 TEST(report_text, explain_hint_once_per_code) {
   Report r = sample();
-  r.findings.push_back({"ST014", Severity::error, "another short file", "b.safetensors", "", ""});
+  r.findings.push_back({"ST014", Severity::error, "another short file", "z.safetensors", "", ""});
   r.summary = count_findings(r.findings);
   std::string out = render_text(r, false);
   for (const char* code : {"ST014", "ST017", "FS009"}) {
