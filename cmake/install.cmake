@@ -16,7 +16,7 @@ foreach(m ${CKPT_LIBRARY_MODULES})
 endforeach()
 add_library(ckpt_library ${ckpt_library_objects})
 add_library(ckpt::ckpt ALIAS ckpt_library)
-set_target_properties(ckpt_library PROPERTIES OUTPUT_NAME ckpt VERSION ${PROJECT_VERSION}
+set_target_properties(ckpt_library PROPERTIES OUTPUT_NAME ckpt EXPORT_NAME ckpt VERSION ${PROJECT_VERSION}
                       SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 target_compile_features(ckpt_library INTERFACE cxx_std_20)
 target_include_directories(ckpt_library INTERFACE
@@ -52,7 +52,8 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/ckptConfigVersion.cmake COM
 install(FILES ${CMAKE_BINARY_DIR}/ckptConfig.cmake ${CMAKE_BINARY_DIR}/ckptConfigVersion.cmake
         DESTINATION ${CKPT_CMAKE_DIR} COMPONENT dev)
 
-# pkg-config: `pkg-config --cflags --libs ckpt` (add --static for the static library). The
+# pkg-config: `pkg-config --cflags --libs ckpt` (add --static for the static library: its private
+# libraries are named directly, the shared system ones, not their own static dependencies). The
 # prefix is found from the .pc file's own place, so `cmake --install --prefix DIR` works anywhere.
 file(RELATIVE_PATH CKPT_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
 string(REGEX REPLACE "/$" "" CKPT_PC_TO_PREFIX "${CKPT_PC_TO_PREFIX}")

@@ -11,15 +11,16 @@ prefix=$tmp/prefix
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
-libdir=$(cd "$prefix" && ls -d lib*/ lib/*-linux-gnu/ 2>/dev/null | xargs -n1 | while read -r d; do [ -e "$prefix/$d/pkgconfig/ckpt.pc" ] && echo "$d"; done | head -1)
-[ -n "$libdir" ] || fail "no pkgconfig/ckpt.pc installed"
+pc=$(cd "$prefix" && find . -path '*/pkgconfig/ckpt.pc' | head -1)
+[ -n "$pc" ] || fail "no pkgconfig/ckpt.pc installed"
+libdir=$(dirname "$(dirname "${pc#./}")")  # lib, or lib/<multiarch> under /usr
 for f in bin/ckpt bin/ckpt-fetch include/ckpt/ckpt.h include/ckpt/version.h "$libdir/cmake/ckpt/ckptConfig.cmake" \
          "$libdir/cmake/ckpt/ckptTargets.cmake" share/man/man1/ckpt.1 share/man/man1/ckpt-fetch.1 \
          share/bash-completion/completions/ckpt share/zsh/vendor-completions/_ckpt \
          share/fish/vendor_completions.d/ckpt.fish; do
   [ -e "$prefix/$f" ] || fail "$f not installed"
 done
-ls "$prefix/$libdir"/libckpt.a "$prefix/$libdir"/libckpt.so 2>/dev/null | grep -q . || fail "no libckpt in $libdir"
+[ -e "$prefix/$libdir/libckpt.a" ] || [ -e "$prefix/$libdir/libckpt.so" ] || fail "no libckpt in $libdir"
 # Internal headers stay out: only the public API (docs/api.md) is installed.
 for h in hub.h timings.h arch.h quant.h tokenizer.h; do
   [ ! -e "$prefix/include/ckpt/$h" ] || fail "internal header $h installed"
