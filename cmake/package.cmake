@@ -23,8 +23,14 @@ if(CKPT_BUILD_FUZZ)
 endif()
 install(FILES ${ckpt_gz_dir}/man/ckpt.1.gz ${ckpt_gz_dir}/man/ckpt-fetch.1.gz
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT deb_only EXCLUDE_FROM_ALL)
-install(FILES ${ckpt_gz_dir}/doc/changelog.gz ${CMAKE_SOURCE_DIR}/packaging/debian/copyright
-        DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT deb_only EXCLUDE_FROM_ALL)
+foreach(pkg ckpt ckpt-dev)  # every Debian package has its own copyright and changelog
+  set(comp deb_only)
+  if(pkg STREQUAL "ckpt-dev")
+    set(comp dev_deb_only)
+  endif()
+  install(FILES ${ckpt_gz_dir}/doc/changelog.gz ${CMAKE_SOURCE_DIR}/packaging/debian/copyright
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${pkg} COMPONENT ${comp} EXCLUDE_FROM_ALL)
+endforeach()
 install(FILES ${CMAKE_SOURCE_DIR}/docs/checks.md ${CMAKE_SOURCE_DIR}/docs/report.schema.json
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 
@@ -41,10 +47,10 @@ set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
+set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # xz of the 170 MB static library takes minutes
 # Two packages by component group: ckpt (runtime + the compressed man pages and doc files)
 # and ckpt-dev. The uncompressed man pages `cmake --install` puts (component man) stay out.
-set(CPACK_COMPONENTS_ALL runtime deb_only dev)
+set(CPACK_COMPONENTS_ALL runtime deb_only dev dev_deb_only)
 set(CPACK_COMPONENTS_GROUPING ONE_PER_GROUP)
 set(CPACK_DEBIAN_CKPT_PACKAGE_NAME ckpt)
 # libcrypto is loaded with dlopen on first use (src/hub/hash.cpp), which dpkg-shlibdeps cannot
@@ -65,17 +71,24 @@ set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_NAME ckpt-dev)
 set(CPACK_DEBIAN_CKPT-DEV_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_DEPENDS "libsimdjson-dev, libfmt-dev, libcurl4-openssl-dev | libcurl-dev, libssl-dev")
-include(CPack)
-cpack_add_component_group(ckpt DESCRIPTION "verify LLM checkpoints before an inference server loads them
+# The DEB generator takes a package's description from these (first line: the synopsis).
+set(CKPT_DEB_DESCRIPTION "verify LLM checkpoints before an inference server loads them
  ckpt reads safetensors headers, the shard index, config.json, the tokenizer and the chat
  template of a checkpoint, compares every declaration with the bytes on disk, and names the
  file, the tensor and the likely cause of each defect. It also fetches checkpoints from a
  Hugging Face-compatible hub without silent stalls or partial files, and explains every
  finding code (ckpt explain CODE).")
-cpack_add_component_group(ckpt-dev DESCRIPTION "verify LLM checkpoints - embedding library (libckpt)
+set(CKPT_DEB_DEV_DESCRIPTION "verify LLM checkpoints - embedding library (libckpt)
  libckpt loads a checkpoint, runs ckpt's checks with an engine profile and renders the
  findings; this package holds the library, its headers, a CMake package (ckpt::ckpt)
  and a pkg-config file.")
+set(CPACK_DEBIAN_CKPT_DESCRIPTION "${CKPT_DEB_DESCRIPTION}")
+set(CPACK_DEBIAN_CKPT-DEV_DESCRIPTION "${CKPT_DEB_DEV_DESCRIPTION}")
+include(CPack)
+cpack_add_component_group(ckpt DESCRIPTION "${CKPT_DEB_DESCRIPTION}")
+cpack_add_component_group(ckpt-dev DESCRIPTION "${CKPT_DEB_DEV_DESCRIPTION}")
 cpack_add_component(runtime GROUP ckpt)
 cpack_add_component(deb_only GROUP ckpt)
 cpack_add_component(dev GROUP ckpt-dev)
+cpack_add_component(dev_deb_only GROUP ckpt-dev)
+

@@ -23,10 +23,15 @@ echo "Depends: $depends"
 for lib in libc6 libstdc++6 libcurl4 libssl3 libsimdjson; do  # libssl3: libcrypto is dlopen'ed
   grep -q "$lib" <<< "$depends" || fail "Depends lacks $lib (not computed?): $depends"
 done
-dpkg-deb -c "$deb" | grep -q "./usr/share/man/man1/ckpt.1.gz" || fail "no compressed man page"
-dpkg-deb -c "$deb" | grep -q "/usr/share/bash-completion/completions/ckpt$" || fail "no bash completion"
-if dpkg-deb -c "$deb" | grep -q "/usr/include\|libckpt"; then fail "headers or the library in the runtime package"; fi
-dpkg-deb -c "$dev" | grep -q "./usr/include/ckpt/ckpt.h" || fail "no headers in ckpt-dev"
+dpkg-deb -c "$deb" > "$tmp/contents"
+dpkg-deb -c "$dev" > "$tmp/dev-contents"
+grep -q "/usr/share/man/man1/ckpt.1.gz$" "$tmp/contents" || fail "no compressed man page"
+grep -q "/usr/share/man/man1/ckpt.1$" "$tmp/contents" && fail "an uncompressed man page"
+grep -q "/usr/share/bash-completion/completions/ckpt$" "$tmp/contents" || fail "no bash completion"
+grep -q "/usr/share/doc/ckpt/copyright$" "$tmp/contents" || fail "no copyright file"
+grep -q "/usr/include\|libckpt" "$tmp/contents" && fail "headers or the library in the runtime package"
+grep -q "/usr/include/ckpt/ckpt.h$" "$tmp/dev-contents" || fail "no headers in ckpt-dev"
+grep -q "/pkgconfig/ckpt.pc$" "$tmp/dev-contents" || fail "no pkg-config file in ckpt-dev"
 
 root=$tmp/root
 dpkg-deb -x "$deb" "$root"
