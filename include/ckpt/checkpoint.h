@@ -90,8 +90,14 @@ struct TextFile {
   bool ok() const { return error.empty(); }
 };
 
+// A weight file of any container format. `header.tensors` is the format-neutral tensor table
+// of that file (ckpt::TensorEntry rows: name, dtype, shape outermost first, byte range) that
+// every check above the container reads. The rest of `header` is safetensors' framing, read
+// only by the ST family; another format keeps its own parse beside it (a member per format,
+// read only by that format's family) and sets header.file_size/parsed for the common checks.
 struct Shard {
-  std::string file;  // relative path of the .safetensors file
+  std::string file;  // relative path of the weight file
+  Format format = Format::safetensors;
   st::Header header;
 };
 
@@ -231,7 +237,7 @@ class Checkpoint {
   bool snapshot_missing = false;         // the requested ref names a snapshot that is not on disk
 
   std::vector<FileEntry> files;          // every file below the root (bounded walk)
-  std::vector<Shard> shards;             // every top-level *.safetensors that could be opened
+  std::vector<Shard> shards;             // every top-level weight file that could be opened (any Format)
   std::optional<ShardIndex> index;       // model.safetensors.index.json (or another *.safetensors.index.json)
 
   JsonFile config;                       // config.json

@@ -3,6 +3,7 @@
 #include "arch/conformance.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ckpt/name_index.h"
 #include "ckpt/quant.h"
 
 namespace ckpt::arch {
@@ -30,6 +32,9 @@ std::string shape_str(std::span<const uint64_t> s) {
   return o + "]";
 }
 std::string shape_str(const std::vector<uint64_t>& s) { return shape_str(std::span<const uint64_t>(s)); }
+bool same_shape(std::span<const uint64_t> a, std::span<const uint64_t> b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
 
 bool is_float(st::DType d) {
   return d == st::DType::F16 || d == st::DType::BF16 || d == st::DType::F32 || d == st::DType::F64;
@@ -69,6 +74,43 @@ std::optional<std::string_view> companion_module(std::string_view name) {
   return std::nullopt;
 }
 
+// Names (views that outlive it) -> dense ids, on ckpt's flat name index: the conformance pass
+// looks up several names per expected tensor, so std::hash over every byte and a node per
+// entry are most of its cost on a 100k-tensor checkpoint. Keeps the first id of a name.
+class ViewIds {
+ public:
+  static constexpr uint32_t npos = NameIndex::npos;
+  void reset(size_t n) {
+    index_.reset(n);
+    keys_.clear();
+    keys_.reserve(n);
+  }
+  // The id of `name`, adding it when absent (the index grows past the n of reset()).
+  uint32_t insert(std::string_view name, uint64_t hash) {
+    if (index_.empty() || !NameIndex::fits(keys_.size() + 1, index_.capacity())) grow();
+    const auto id = static_cast<uint32_t>(keys_.size());
+    const uint32_t got = index_.insert(name, hash, id, key_at());
+    if (got == id) keys_.push_back(name);
+    return got;
+  }
+  uint32_t find(std::string_view name) const { return index_.find(name, hash_name(name), key_at()); }
+  bool contains(std::string_view name) const { return find(name) != npos; }
+  size_t size() const { return keys_.size(); }
+
+ private:
+  struct KeyAt {
+    const std::vector<std::string_view>* keys;
+    std::string_view operator()(uint32_t id) const { return (*keys)[id]; }
+  };
+  KeyAt key_at() const { return KeyAt{&keys_}; }
+  void grow() {
+    index_.reset(2 * keys_.size() + 16);
+    for (uint32_t id = 0; id < keys_.size(); ++id) index_.insert(keys_[id], hash_name(keys_[id]), id, key_at());
+  }
+  NameIndex index_;
+  std::vector<std::string_view> keys_;
+};
+
 struct Engine {
   const ConformanceInput& in;
   unsigned fam;
@@ -76,9 +118,11 @@ struct Engine {
 
   ConfigView view;
   std::optional<quant::QuantScheme> scheme;
-  std::unordered_map<std::string_view, size_t> by_name;
+  // Tensor names -> index into in.tensors (the first of duplicates).
+  std::vector<uint32_t> tensor_of;  // by ViewIds id
+  ViewIds by_name;
   std::vector<uint8_t> consumed;
-  std::unordered_map<std::string_view, uint32_t> companions;  // module -> count of companions
+  ViewIds companions;  // modules that have quantization companions on disk
   bool any_expert_layout = false;  // MLX switch_mlp or transformers-v5 fused experts on disk
 
   std::map<std::string, size_t> capped;  // code -> emitted count
@@ -102,6 +146,8 @@ struct Engine {
     bool error = false;
   };
   Capture* capture = nullptr;
+  std::vector<const ActualTensor*> present;  // check_quantized: the tensor of each part
+  std::string scratch;                       // a name being built for one lookup
 
   Engine(const ConformanceInput& i, unsigned f, FindingSink& s) : in(i), fam(f), sink(s) {}
 
@@ -127,13 +173,13 @@ struct Engine {
     sink.add(code, sev, std::move(msg), std::move(file), std::move(tensor), std::move(hint));
   }
 
-  const ActualTensor* get(std::string_view name) {
-    auto it = by_name.find(name);
-    return it == by_name.end() ? nullptr : &in.tensors[it->second];
+  const ActualTensor* get(std::string_view name) const {
+    const uint32_t id = by_name.find(name);
+    return id == ViewIds::npos ? nullptr : &in.tensors[tensor_of[id]];
   }
   void consume(std::string_view name) {
-    auto it = by_name.find(name);
-    if (it != by_name.end()) consumed[it->second] = 1;
+    const uint32_t id = by_name.find(name);
+    if (id != ViewIds::npos) consumed[tensor_of[id]] = 1;
   }
   void consume(const ActualTensor* a) { consumed[static_cast<size_t>(a - in.tensors.data())] = 1; }
   std::string file_of(std::string_view name) {
@@ -205,35 +251,52 @@ struct Engine {
 
   // ---- AR/QZ ----------------------------------------------------------------------------
 
-  std::unordered_map<std::string, ModuleState> fused;  // fused-shard key -> first module state
-  std::unordered_map<std::string, std::string> fused_first;
+  // Fused shards (q/k/v -> qkv, gate/up -> gate_up): per fusion kind, the shared prefix of the
+  // shards -> the first shard seen and its state. Prefixes and modules are views of expected
+  // tensor names (stable for the run) or of `owned_modules` (shards replayed from a Capture).
+  struct FusedFirst {
+    std::string_view module;
+    ModuleState state;
+  };
+  ViewIds fused_prefixes[2];                 // 0: qkv, 1: gate_up
+  std::vector<FusedFirst> fused_firsts[2];   // by ViewIds id
+  std::deque<std::string> owned_modules;
+  static constexpr const char* kFusedKind[2] = {"qkv", "gate_up"};
 
-  static std::optional<std::pair<std::string, std::string>> fused_key(std::string_view module) {
-    for (auto [suf, key] : {std::pair{"self_attn.q_proj", "qkv"}, std::pair{"self_attn.k_proj", "qkv"},
-                            std::pair{"self_attn.v_proj", "qkv"}, std::pair{"mlp.gate_proj", "gate_up"},
-                            std::pair{"mlp.up_proj", "gate_up"}, std::pair{"gate_proj", "gate_up"},
-                            std::pair{"up_proj", "gate_up"}}) {
+  // The fusion a module is a shard of: (kind, prefix shared by its sibling shards).
+  static std::optional<std::pair<int, std::string_view>> fused_key(std::string_view module) {
+    for (auto [suf, kind] : {std::pair{"self_attn.q_proj", 0}, std::pair{"self_attn.k_proj", 0},
+                             std::pair{"self_attn.v_proj", 0}, std::pair{"mlp.gate_proj", 1},
+                             std::pair{"mlp.up_proj", 1}, std::pair{"gate_proj", 1}, std::pair{"up_proj", 1}}) {
       std::string_view s = suf;
       if (ends_with(module, s) && (module.size() == s.size() || module[module.size() - s.size() - 1] == '.'))
-        return std::pair{std::string(module.substr(0, module.size() - s.size())) + key, std::string(key)};
+        return std::pair{kind, module.substr(0, module.size() - s.size())};
     }
     return std::nullopt;
   }
 
-  void note_fused(std::string_view module, const ModuleState& st, const std::string& file) {
+  void note_fused(std::string_view module, const ModuleState& st, std::string_view file, bool stable = true) {
     if (capture) {
-      capture->fused.emplace_back(std::string(module), st, file);
+      capture->fused.emplace_back(std::string(module), st, std::string(file));
       return;
     }
     auto k = fused_key(module);
     if (!k) return;
-    auto it = fused.find(k->first);
-    if (it == fused.end()) {
-      fused.emplace(k->first, st);
-      fused_first.emplace(k->first, std::string(module));
+    auto& [kind, prefix] = *k;
+    ViewIds& ids = fused_prefixes[kind];
+    uint32_t id = ids.find(prefix);
+    if (id == ViewIds::npos) {
+      if (!stable) {
+        module = owned_modules.emplace_back(module);
+        prefix = module.substr(0, prefix.size());
+      }
+      ids.insert(prefix, hash_name(prefix));
+      fused_firsts[kind].push_back({module, st});
       return;
     }
-    const ModuleState& a = it->second;
+    const ModuleState& a = fused_firsts[kind][id].state;
+    const std::string_view first_module = fused_firsts[kind][id].module;
+    const char* fused_kind = kFusedKind[kind];
     if (a.quantized != st.quantized || (a.quantized && (a.bits != st.bits || a.group != st.group || a.format != st.format))) {
       auto desc = [](const ModuleState& s) {
         if (!s.quantized) return std::string("float");
@@ -241,18 +304,17 @@ struct Engine {
                std::to_string(s.group);
       };
       emit("QZ009", Severity::error,
-           std::string(module) + " is " + desc(st) + " but " + fused_first[k->first] + " is " + desc(a) +
-               "; loaders that fuse " + k->second + " need every shard quantized the same way",
-           file, std::string(module) + ".weight",
+           std::string(module) + " is " + desc(st) + " but " + std::string(first_module) + " is " + desc(a) +
+               "; loaders that fuse " + fused_kind + " need every shard quantized the same way",
+           std::string(file), std::string(module) + ".weight",
            "vLLM raises on fused shards with different schemes; quantize them together");
     }
   }
 
   // Check one tensor's shape/dtype against an expectation (non-quantized path).
   void check_plain(const ExpectedTensor& x, const ActualTensor& a) {
-    std::vector<uint64_t> s(a.shape.begin(), a.shape.end());
-    const std::string file(a.file);
-    if (s != x.shape) {
+    const std::span<const uint64_t> s = a.shape;
+    if (!same_shape(s, x.shape)) {
       diagnose_shape(x, a);
       return;
     }
@@ -261,7 +323,7 @@ struct Engine {
         emit("QZ008", Severity::error,
              x.name + " is stored as " + std::string(st::dtype_name(a.dtype)) + " " + shape_str(s) +
                  "; a float weight was expected (no quantization companions are present)",
-             file, x.name,
+             std::string(a.file), x.name,
              scheme ? "the declared scheme does not quantize this module; an integer/FP8 tensor here "
                       "loads as garbage or fails"
                     : "config.json declares no quantization, so loaders expect a float tensor");
@@ -270,7 +332,7 @@ struct Engine {
       emit("AR010", Severity::warning,
            x.name + " has dtype " + std::string(st::dtype_name(a.dtype)) + "; expected " +
                std::string(dtype_role_name(x.dtype)),
-           file, x.name, "");
+           std::string(a.file), x.name, "");
     }
   }
 
@@ -299,7 +361,7 @@ struct Engine {
              base + ": stored packed at " + std::to_string(*b) + " bits (" + std::to_string(s.back()) + " x " +
                  std::to_string(word) + " / " + std::to_string(*b) + " = " + std::to_string(x.shape.back()) + ")",
              file, x.name,
-             companions.count(x.module())
+             companions.contains(x.module())
                  ? "quantized tensors for a module the loader keeps float"
                  : "a packed quantized weight without its scales or without a quantization declaration "
                    "in config.json");
@@ -353,18 +415,23 @@ struct Engine {
   // Quantized module: check packed geometry and companions.
   void check_quantized(const ExpectedTensor& x, const ModuleQuant& mq) {
     auto [O, I] = x.out_in();
-    std::vector<uint64_t> lead(x.shape.begin(), x.shape.end() - 2);
+    const std::span<const uint64_t> lead(x.shape.data(), x.shape.size() - 2);
     auto parts = quant::quantized_tensors(x.module(), lead, O, I, mq);
-    const std::string mod(x.module());
+    const std::string_view mod = x.module();
     const ActualTensor* main_actual = nullptr;
     bool any_present = false;
-    for (const auto& p : parts) any_present |= get(p.name) != nullptr;
+    // Each part's tensor, looked up once.
+    present.clear();
+    for (const auto& p : parts) {
+      present.push_back(get(p.name));
+      any_present |= present.back() != nullptr;
+    }
     // the module stored entirely as float although the scheme quantizes it
     const ActualTensor* fw = get(x.name);
-    if (!companions.count(x.module()) && fw && is_float(fw->dtype)) {
-      std::vector<uint64_t> s(fw->shape.begin(), fw->shape.end());
+    if (!companions.contains(x.module()) && fw && is_float(fw->dtype)) {
+      const std::span<const uint64_t> s = fw->shape;
       consume(x.name);
-      if (s != x.shape) {
+      if (!same_shape(s, x.shape)) {
         diagnose_shape(x, *fw);
         return;
       }
@@ -384,13 +451,14 @@ struct Engine {
            in.index_file, x.name, "");
       return;
     }
-    for (const auto& p : parts) {
-      const ActualTensor* a = get(p.name);
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const auto& p = parts[k];
+      const ActualTensor* a = present[k];
       if (!a) {
         if (p.presence == Presence::Required) {
           bool zp = ends_with(p.name, "zero_point") || ends_with(p.name, ".qzeros");
           emit(zp ? "QZ006" : "QZ002", Severity::error,
-               "missing " + p.name + " " + shape_str(p.shape) + ": " + mq.reason + " makes " + mod + " " +
+               "missing " + p.name + " " + shape_str(p.shape) + ": " + mq.reason + " makes " + std::string(mod) + " " +
                    std::string(quant::format_name(mq.format)) + " " + std::to_string(mq.bits) + "-bit" +
                    (zp ? " asymmetric (zero points required)" : ""),
                in.index_file, p.name,
@@ -400,12 +468,12 @@ struct Engine {
         }
         continue;
       }
-      consume(p.name);
+      consumed[static_cast<size_t>(a - in.tensors.data())] = 1;
       if (p.name == x.name || ends_with(p.name, ".weight_packed") || ends_with(p.name, ".qweight") ||
           ends_with(p.name, "_blocks"))
         main_actual = a;
-      std::vector<uint64_t> s(a->shape.begin(), a->shape.end());
-      bool shape_ok = s == p.shape;
+      const std::span<const uint64_t> s = a->shape;
+      bool shape_ok = same_shape(s, p.shape);
       if (!shape_ok && (p.shape.empty() || (p.shape.size() == 1 && p.shape[0] == 1)) &&
           (s.empty() || (s.size() == 1 && s[0] == 1)))
         shape_ok = true;  // scalar vs [1]
@@ -414,7 +482,7 @@ struct Engine {
           std::equal(s.begin() + 1, s.end(), p.shape.begin() + 1)) {
         // Stacked quantized experts whose packed rows are right but whose count is not: the
         // expert count is the cause, not the packing (reported once per module).
-        if (&p == &parts.front() || !get(parts.front().name))
+        if (k == 0 || !present.front())
           emit("AR009", Severity::error,
                p.name + " stacks " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(p.shape[0]) +
                    (view.experts.field.empty() ? "" : " (" + view.experts.field + ")") +
@@ -427,7 +495,7 @@ struct Engine {
       if (!shape_ok && lead.empty() && E > 1 && O == static_cast<uint64_t>(E) && s.size() == p.shape.size() &&
           !s.empty() && s[0] != p.shape[0] && p.shape[0] == O && std::equal(s.begin() + 1, s.end(), p.shape.begin() + 1)) {
         // A quantized router whose rows disagree with the expert count: the count is the cause.
-        if (expert_mismatch_layers.empty() && (&p == &parts.front() || !get(parts.front().name)) && router_reported++ < 3)
+        if (expert_mismatch_layers.empty() && (k == 0 || !present.front()) && router_reported++ < 3)
           emit("AR009", Severity::error,
                p.name + " routes to " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(E) +
                    (view.experts.field.empty() ? "" : " (" + view.experts.field + ")"),
@@ -484,7 +552,7 @@ struct Engine {
     }
     // symmetric scheme but zero points present (compressed-tensors)
     if (mq.symmetric && (mq.format == Format::CtPacked || mq.format == Format::CtInt)) {
-      std::string zp = mod + ".weight_zero_point";
+      std::string zp = std::string(mod) + ".weight_zero_point";
       if (const ActualTensor* a = get(zp)) {
         consume(zp);
         emit("QZ006", Severity::error,
@@ -492,9 +560,13 @@ struct Engine {
              std::string(a->file), zp, "vLLM refuses a symmetric group that carries zero points");
       }
     }
-    for (auto suf : kActivationSuffixes) consume(mod + std::string(suf));
+    for (auto suf : kActivationSuffixes) {
+      scratch.assign(mod);
+      scratch += suf;
+      consume(scratch);
+    }
     note_fused(x.module(), ModuleState{true, mq.bits, mq.group_size, mq.format},
-               main_actual ? std::string(main_actual->file) : in.index_file);
+               main_actual ? main_actual->file : std::string_view(in.index_file));
   }
 
   static std::string quant_desc(const ModuleQuant& q) {
@@ -512,7 +584,7 @@ struct Engine {
       check_module_as(x, ModuleQuant{});
       return;
     }
-    const bool has_comp = companions.count(module) > 0;
+    const bool has_comp = companions.contains(module) > 0;
     auto [O, I] = x.out_in();
     quant::Resolution r =
         scheme->resolve(module, x.kind, I, has_comp ? quant::Evidence::HasScales : quant::Evidence::NoScales);
@@ -551,13 +623,13 @@ struct Engine {
     Capture& chosen = follow_other ? b : a;
     for (auto& f : chosen.findings)
       emit(f.code, f.sev, std::move(f.msg), std::move(f.file), std::move(f.tensor), std::move(f.hint));
-    for (auto& [m, st, file] : chosen.fused) note_fused(m, st, file);
+    for (auto& [m, st, file] : chosen.fused) note_fused(m, st, file, /*stable=*/false);
   }
 
   // Check the module's tensors against one resolution.
   void check_module_as(const ExpectedTensor& x, const ModuleQuant& mq) {
     const std::string_view module = x.module();
-    const bool has_comp = companions.count(module) > 0;
+    const bool has_comp = companions.contains(module) > 0;
     if (mq.quantized) {
       check_quantized(x, mq);
       return;
@@ -640,7 +712,7 @@ struct Engine {
       if (rest == "w3.weight") rest = "up_proj.weight";
       if (rest == "w2.weight") rest = "down_proj.weight";
       std::string mlx = cont + ".switch_mlp." + rest;
-      bool is_mlx = get(mlx) || companions.count(std::string_view(mlx).substr(0, mlx.size() - 7));
+      bool is_mlx = get(mlx) || companions.contains(std::string_view(mlx).substr(0, mlx.size() - 7));
       bool is_fused = get(cont + ".experts.gate_up_proj") != nullptr;
       if (!is_mlx && !is_fused) {
         out.push_back(std::move(x));
@@ -776,17 +848,23 @@ struct Engine {
 
   void run() {
     const json::Value& cfg = *in.config;
-    by_name.reserve(in.tensors.size() * 2);
-    for (size_t i = 0; i < in.tensors.size(); ++i) by_name.emplace(in.tensors[i].name, i);
+    by_name.reset(in.tensors.size());
+    tensor_of.reserve(in.tensors.size());
+    for (size_t i = 0; i < in.tensors.size(); ++i) {
+      const ActualTensor& t = in.tensors[i];
+      if (by_name.insert(t.name, t.hash ? t.hash : hash_name(t.name)) == tensor_of.size())
+        tensor_of.push_back(static_cast<uint32_t>(i));
+    }
     consumed.assign(in.tensors.size(), 0);
+    companions.reset(in.tensors.size());
     for (const auto& t : in.tensors) {
-      if (auto m = companion_module(t.name)) ++companions[*m];
+      if (auto m = companion_module(t.name)) companions.insert(*m, hash_name(*m));
       if (!any_expert_layout && (ends_with(t.name, ".experts.gate_up_proj") ||
                                  t.name.find(".switch_mlp.") != std::string_view::npos))
         any_expert_layout = true;
     }
 
-    view = resolve_config(cfg, [&](std::string_view n) { return by_name.count(n) > 0; });
+    view = resolve_config(cfg, [&](std::string_view n) { return by_name.contains(n); });
     if (fam & kCF) config_findings();
     if (!(fam & (kAR | kQZ))) return;
     scheme = quant::parse_scheme(cfg);
@@ -843,6 +921,7 @@ struct Engine {
     }
 
     std::vector<ExpectedTensor> plan = expected_tensors(view, nullptr);
+    for (auto& ids : fused_prefixes) ids.reset(plan.size() / 2);
     adapt_expert_layouts(plan);
     check_expert_counts(plan);
     defaulted_fields_against_tensors(plan);
@@ -853,7 +932,7 @@ struct Engine {
     auto present_any = [&](const ExpectedTensor& x) {
       if (get(x.name)) return true;
       std::string_view m = x.module();
-      return companions.count(m) > 0;
+      return companions.contains(m) > 0;
     };
     for (const auto& x : plan) {
       if (x.presence == Presence::Group) {
@@ -1011,7 +1090,9 @@ ConformanceInput conformance_input(const Checkpoint& ck) {
   in.tensors.reserve(ck.weights().size());
   for (const auto& [name, w] : ck.weights()) {
     if (!w.entry) continue;
-    in.tensors.push_back(ActualTensor{name, w.entry->dtype, w.entry->shape, w.shard ? std::string_view(w.shard->file) : std::string_view()});
+    in.tensors.push_back(ActualTensor{name, w.entry->dtype, w.entry->shape,
+                                      w.shard ? std::string_view(w.shard->file) : std::string_view(),
+                                      w.entry->name_hash});
   }
   return in;
 }

@@ -18,6 +18,7 @@ struct ActualTensor {
   st::DType dtype;
   std::span<const uint64_t> shape;
   std::string_view file;  // relative path of the shard holding it
+  uint64_t hash = 0;      // hash_name(name) when the reader computed it (0: not known)
 };
 
 enum Families : unsigned { kCF = 1, kAR = 2, kQZ = 4 };

@@ -1,6 +1,7 @@
 // Config resolution (nesting, aliases, defaults, prefixes) and expected-tensor generation
 // from the tables in tables.cpp.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -576,18 +577,27 @@ struct LayerVars {
   void set(std::string_view k, int64_t x) { v[n++] = {k, x}; }
 };
 
+// base + rel with {e} and {j} replaced by the numbers (one allocation; called per expert).
 std::string subst(std::string_view base, std::string_view rel, int64_t e, int64_t j) {
-  std::string out(base);
-  out.reserve(base.size() + rel.size() + 8);
+  std::string out;
+  out.reserve(base.size() + rel.size() + 16);
+  out.append(base);
+  char num[24];
   for (size_t p = 0; p < rel.size();) {
-    if (rel.compare(p, 3, "{e}") == 0) {
-      out += std::to_string(e);
-      p += 3;
-    } else if (rel.compare(p, 3, "{j}") == 0) {
-      out += std::to_string(j);
-      p += 3;
+    const size_t brace = rel.find('{', p);
+    if (brace == std::string_view::npos) {
+      out.append(rel.substr(p));
+      break;
+    }
+    out.append(rel.substr(p, brace - p));
+    const std::string_view rest = rel.substr(brace);
+    if (rest.starts_with("{e}") || rest.starts_with("{j}")) {
+      const auto r = std::to_chars(num, num + sizeof num, rest[1] == 'e' ? e : j);
+      out.append(num, r.ptr);
+      p = brace + 3;
     } else {
-      out += rel[p++];
+      out += '{';
+      p = brace + 1;
     }
   }
   return out;

@@ -24,64 +24,13 @@ namespace ckpt::st {
 
 static_assert(kMaxHeaderBytes == limits::kMaxHeaderBytes);
 
-static constexpr std::array<DTypeInfo, 22> kDTypes{{
-    {DType::BOOL, "BOOL", 8},
-    {DType::U8, "U8", 8},
-    {DType::I8, "I8", 8},
-    {DType::F8_E4M3, "F8_E4M3", 8},
-    {DType::F8_E5M2, "F8_E5M2", 8},
-    {DType::F8_E8M0, "F8_E8M0", 8},
-    {DType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8},
-    {DType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8},
-    {DType::F4, "F4", 4},
-    {DType::F6_E2M3, "F6_E2M3", 6},
-    {DType::F6_E3M2, "F6_E3M2", 6},
-    {DType::I16, "I16", 16},
-    {DType::U16, "U16", 16},
-    {DType::F16, "F16", 16},
-    {DType::BF16, "BF16", 16},
-    {DType::I32, "I32", 32},
-    {DType::U32, "U32", 32},
-    {DType::F32, "F32", 32},
-    {DType::I64, "I64", 64},
-    {DType::U64, "U64", 64},
-    {DType::F64, "F64", 64},
-    {DType::C64, "C64", 64},
-}};
-static_assert(kDTypes.size() == static_cast<size_t>(DType::Unknown), "one row per dtype");
-
-std::span<const DTypeInfo> dtype_table() { return kDTypes; }
-
+std::span<const DTypeInfo> dtype_table() { return {&dtype_info(DType::BOOL), kSafetensorsDTypeCount}; }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   // Called once per tensor: lengths first, then an inline byte compare (no libc call).
-  for (const auto& d : kDTypes)
+  for (const auto& d : dtype_table())
     if (io::short_equal(d.name, name)) return d.dtype;
   return std::nullopt;
-}
-
-std::string_view dtype_name(DType d) {
-  auto i = static_cast<size_t>(d);
-  return i < kDTypes.size() ? kDTypes[i].name : std::string_view("UNKNOWN");
-}
-
-uint32_t dtype_bits(DType d) {
-  auto i = static_cast<size_t>(d);
-  return i < kDTypes.size() ? kDTypes[i].bits : 0;
-}
-
-std::optional<uint64_t> tensor_nbytes(DType dtype, std::span<const uint64_t> shape) {
-  uint32_t bits = dtype_bits(dtype);
-  if (bits == 0) return std::nullopt;
-  uint64_t n = 1;
-  for (uint64_t d : shape) {
-    auto m = io::checked_mul(n, d);
-    if (!m) return std::nullopt;
-    n = *m;
-  }
-  auto total_bits = io::checked_mul(n, bits);
-  if (!total_bits || *total_bits % 8 != 0) return std::nullopt;
-  return *total_bits / 8;
 }
 
 namespace {

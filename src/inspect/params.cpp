@@ -238,7 +238,7 @@ void account(const Checkpoint& ck, const Context& cx, const Options& opts, Inspe
     run_bytes = 0;
     run_main = false;
   };
-  std::array<Tally, static_cast<size_t>(st::DType::Unknown) + 1> by_dtype{};
+  std::array<Tally, kDTypeCount> by_dtype{};
   uint64_t main_embedding_params = 0;
   const std::string main_embedding = view.prefix.empty() ? std::string() : view.prefix + "embed_tokens";
   bool unknown_bits = false, overflow = false;

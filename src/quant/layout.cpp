@@ -2,6 +2,8 @@
 // (specs/quantization-layouts.md §1a MLX, §2b compressed-tensors, §3 GPTQ, §4 AWQ, §6 bnb,
 // §7 FP8, §8 gpt-oss MXFP4).
 #include <array>
+#include <initializer_list>
+#include <vector>
 
 #include "ckpt/quant.h"
 
@@ -40,16 +42,34 @@ std::string_view format_name(Format f) {
   return "?";
 }
 
+namespace {
+// A part's trailing dimensions (at most 4), passed without a heap allocation.
+struct Dims {
+  uint64_t v[4] = {};
+  size_t n = 0;
+  Dims(std::initializer_list<uint64_t> d) {
+    for (uint64_t x : d)
+      if (n < 4) v[n++] = x;
+  }
+  Dims(const std::vector<uint64_t>& d) {  // NOLINT: implicit, like the braced lists
+    for (uint64_t x : d)
+      if (n < 4) v[n++] = x;
+  }
+};
+}  // namespace
+
 std::vector<ExpectedTensor> quantized_tensors(std::string_view module, std::span<const uint64_t> lead,
                                               uint64_t O, uint64_t I, const ModuleQuant& mq) {
   std::vector<ExpectedTensor> out;
-  const std::string m(module);
-  auto add = [&](std::string suffix, std::vector<uint64_t> tail, DTypeRole d,
-                 Presence p = Presence::Required, bool with_lead = true) {
+  out.reserve(4);
+  auto add = [&](std::string_view suffix, Dims tail, DTypeRole d, Presence p = Presence::Required,
+                 bool with_lead = true) {
     ExpectedTensor t;
-    t.name = m + suffix;
+    t.name.reserve(module.size() + suffix.size());
+    t.name.append(module).append(suffix);
+    t.shape.reserve((with_lead ? lead.size() : 0) + tail.n);
     if (with_lead) t.shape.assign(lead.begin(), lead.end());
-    t.shape.insert(t.shape.end(), tail.begin(), tail.end());
+    t.shape.insert(t.shape.end(), tail.v, tail.v + tail.n);
     t.dtype = d;
     t.kind = ModuleKind::Quant;
     t.presence = p;
