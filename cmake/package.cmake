@@ -38,7 +38,6 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ckpt)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR "ckpt")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "verify LLM checkpoints before an inference server loads them")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
@@ -72,16 +71,17 @@ set(CPACK_DEBIAN_CKPT-DEV_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_DEPENDS "libsimdjson-dev, libfmt-dev, libcurl4-openssl-dev | libcurl-dev, libssl-dev")
 # The DEB generator takes a package's description from these (first line: the synopsis).
+# Line 1 is the synopsis; CPack indents the rest (lintian: at most 80 columns).
 set(CKPT_DEB_DESCRIPTION "verify LLM checkpoints before an inference server loads them
- ckpt reads safetensors headers, the shard index, config.json, the tokenizer and the chat
- template of a checkpoint, compares every declaration with the bytes on disk, and names the
- file, the tensor and the likely cause of each defect. It also fetches checkpoints from a
- Hugging Face-compatible hub without silent stalls or partial files, and explains every
- finding code (ckpt explain CODE).")
+ckpt reads safetensors headers, the shard index, config.json, the tokenizer
+and the chat template of a checkpoint, compares every declaration with the
+bytes on disk, and names the file, the tensor and the likely cause of each
+defect. It also fetches checkpoints from a Hugging Face-compatible hub
+without silent stalls or partial files, and explains every finding code.")
 set(CKPT_DEB_DEV_DESCRIPTION "verify LLM checkpoints - embedding library (libckpt)
- libckpt loads a checkpoint, runs ckpt's checks with an engine profile and renders the
- findings; this package holds the library, its headers, a CMake package (ckpt::ckpt)
- and a pkg-config file.")
+libckpt loads a checkpoint, runs ckpt's checks with an engine profile and
+renders the findings. This package holds the library, its headers, a CMake
+package (ckpt::ckpt) and a pkg-config file.")
 set(CPACK_DEBIAN_CKPT_DESCRIPTION "${CKPT_DEB_DESCRIPTION}")
 set(CPACK_DEBIAN_CKPT-DEV_DESCRIPTION "${CKPT_DEB_DEV_DESCRIPTION}")
 include(CPack)
