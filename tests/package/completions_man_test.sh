@@ -25,7 +25,15 @@ complete_words ckpt explain HS00 | grep -qx HS001 || fail "no explain codes"
 complete_words ckpt template "" | grep -qx render || fail "no template subcommands"
 complete_words ckpt fetch --local | grep -qx -- --local-dir || fail "no fetch options"
 if command -v zsh >/dev/null; then zsh -n "$src/completions/_ckpt" || fail "zsh syntax"; else echo "note: zsh not installed, _ckpt not checked"; fi
-if command -v fish >/dev/null; then fish -n "$src/completions/ckpt.fish" || fail "fish syntax"; else echo "note: fish not installed, ckpt.fish not checked"; fi
+if command -v fish >/dev/null; then
+  fish -n "$src/completions/ckpt.fish" || fail "fish syntax"
+  fish_complete() { local out; out=$(fish -c "source '$src/completions/ckpt.fish'; complete -C '$1'"); printf "%s\n" "$out"; }
+  fish_complete "ckpt ve" | grep -qx verify || fail "fish completion does not offer verify"
+  fish_complete "ckpt verify --de" | grep -q -- "^--deep" || fail "fish completion does not offer --deep"
+  fish_complete "ckpt explain QZ00" | grep -q "^QZ004" || fail "fish completion does not offer codes"
+else
+  echo "note: fish not installed, ckpt.fish not checked"
+fi
 
 man=$src/docs/man/ckpt.1
 for c in $commands; do
