@@ -4,10 +4,15 @@
 //
 //   make_standin deepseek-v3 OUT_DIR [--defect truncate|stray|duplicate]
 //   make_standin from-index INDEX_JSON OUT_DIR [--defect ...]
+//   make_standin moe TENSORS OUT_DIR     a Qwen3-MoE-style FP8 checkpoint of about TENSORS
+//                                        tensors (256 per-expert experts per layer; layers
+//                                        added until the count is reached), with config.json
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -79,6 +84,69 @@ static std::vector<Planned> deepseek_v3() {
   return v;
 }
 
+// A Qwen3-MoE-style checkpoint (transformers' per-expert layout) with FP8 128x128 block
+// weights, as Qwen3 FP8 releases ship them: 256 experts per layer, layers added until about
+// `target` tensors. Returns the layer count through `layers`.
+static std::vector<Planned> scaled_moe(uint64_t target, uint64_t& layers) {
+  const uint64_t H = 2048, V = 151936, MI = 768, E = 256, NH = 32, KV = 4, HD = 128;
+  const uint64_t per_layer = 2 * 4 + 2 + 2 + 1 + E * 3 * 2;  // attn q/k/v/o (+scales), norms, q/k norm, router, experts
+  layers = std::max<uint64_t>(1, (target > 3 ? target - 3 : 0) / per_layer);
+  std::vector<Planned> v;
+  v.reserve(layers * per_layer + 3);
+  v.push_back({"model.embed_tokens.weight", DType::BF16, {V, H}});
+  v.push_back({"model.norm.weight", DType::BF16, {H}});
+  v.push_back({"lm_head.weight", DType::BF16, {V, H}});
+  for (uint64_t l = 0; l < layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    v.push_back({p + "input_layernorm.weight", DType::BF16, {H}});
+    v.push_back({p + "post_attention_layernorm.weight", DType::BF16, {H}});
+    add_fp8_linear(v, p + "self_attn.q_proj", NH * HD, H);
+    add_fp8_linear(v, p + "self_attn.k_proj", KV * HD, H);
+    add_fp8_linear(v, p + "self_attn.v_proj", KV * HD, H);
+    add_fp8_linear(v, p + "self_attn.o_proj", H, NH * HD);
+    v.push_back({p + "self_attn.q_norm.weight", DType::BF16, {HD}});
+    v.push_back({p + "self_attn.k_norm.weight", DType::BF16, {HD}});
+    v.push_back({p + "mlp.gate.weight", DType::BF16, {E, H}});
+    for (uint64_t e = 0; e < E; ++e) {
+      std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
+      add_fp8_linear(v, ep + "gate_proj", MI, H);
+      add_fp8_linear(v, ep + "up_proj", MI, H);
+      add_fp8_linear(v, ep + "down_proj", H, MI);
+    }
+  }
+  return v;
+}
+
+static void write_scaled_moe_config(const fs::path& out, uint64_t layers) {
+  std::ofstream(out / "config.json") << R"({
+  "architectures": ["Qwen3MoeForCausalLM"],
+  "model_type": "qwen3_moe",
+  "hidden_size": 2048,
+  "intermediate_size": 6144,
+  "moe_intermediate_size": 768,
+  "num_hidden_layers": )" << layers << R"(,
+  "num_attention_heads": 32,
+  "num_key_value_heads": 4,
+  "head_dim": 128,
+  "num_experts": 256,
+  "num_experts_per_tok": 8,
+  "decoder_sparse_step": 1,
+  "mlp_only_layers": [],
+  "norm_topk_prob": true,
+  "vocab_size": 151936,
+  "max_position_embeddings": 40960,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0,
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]},
+  "transformers_version": "4.51.0"
+}
+)";
+}
+
 // Shapes for names taken from a real index, when only the names are known: plausible and
 // consistent, which is all a structural benchmark needs.
 static Planned guess(const std::string& name) {
@@ -103,12 +171,14 @@ static std::string write_index(const fs::path& out, const std::vector<std::pair<
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: make_standin deepseek-v3 OUT_DIR [--defect D] | from-index INDEX OUT_DIR [--defect D]\n");
+    std::fprintf(stderr, "usage: make_standin deepseek-v3 OUT_DIR [--defect D] | from-index INDEX OUT_DIR [--defect D] | "
+                         "moe TENSORS OUT_DIR [--defect D]\n");
     return 2;
   }
   std::string mode = argv[1];
   std::vector<Planned> tensors;
   std::vector<std::string> shard_of;  // parallel to tensors
+  uint64_t scaled_layers = 0;         // mode moe: the layer count written to config.json
   fs::path out;
   int argi;
   if (mode == "deepseek-v3") {
@@ -138,6 +208,17 @@ int main(int argc, char** argv) {
       tensors.push_back(guess(name));
       shard_of.push_back(file.as_string());
     }
+  } else if (mode == "moe" && argc >= 4) {
+    out = argv[3];
+    argi = 4;
+    tensors = scaled_moe(std::strtoull(argv[2], nullptr, 10), scaled_layers);
+    const size_t per = 2000;  // tensors per shard: headers of ~250 KB, as real shards have
+    const size_t shards = (tensors.size() + per - 1) / per;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i / per + 1, shards);
+      shard_of.push_back(buf);
+    }
   } else {
     std::fprintf(stderr, "make_standin: unknown mode %s\n", mode.c_str());
     return 2;
@@ -166,6 +247,7 @@ int main(int argc, char** argv) {
     }
   }
   write_index(out, map, total);
+  if (mode == "moe") write_scaled_moe_config(out, scaled_layers);
   if (defect == "truncate") {  // the middle shard loses its last 300 MB
     fs::path victim = out / std::next(by_shard.begin(), static_cast<long>(by_shard.size() / 2))->first;
     auto size = fs::file_size(victim);

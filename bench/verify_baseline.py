@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""The baseline ckpt verify is measured against: a careful Python-stdlib script doing the
+"""The baseline ckpt verify is measured against: a careful Python script doing the
 same header-only structural checks (safetensors framing, header schema, dtype sizes,
 exact tiling of the data section, truncation; index <-> shards: missing, stray, duplicate,
-misplaced, absent, unlisted tensors, total_size). Prints one line per problem and exits
-1 when there is any, 0 otherwise.
+misplaced, absent, unlisted tensors, total_size) and, as the seeds' verify.sh does, the side
+files a download carries: config.json, generation_config.json and tokenizer_config.json
+parsed; tokenizer.json parsed, every vocabulary and added-token id within the embedding
+(config vocab_size), every merge well-formed (two parts in the vocabulary, their join too);
+the chat template compiled in transformers' sandboxed jinja2 environment and the one-turn
+probe rendered. Prints one line per problem and exits 1 when there is any, 0 otherwise.
+With --structure-only it does only the structural part (the baseline of earlier sessions).
 
-    python3 verify_baseline.py MODEL_DIR
+    python3 verify_baseline.py MODEL_DIR [--structure-only]
 """
 import json
 import os
@@ -147,6 +152,8 @@ def main(root):
             problems.append("total_size %s != %d" % (declared, total))
     elif len(files) > 1:
         problems.append("several shards and no index")
+    if not structure_only:
+        side_files(root, problems)
     for p in problems:
         print(p)
     print("%d problems, %d files, %d tensors" % (len(problems), len(files),
@@ -154,5 +161,82 @@ def main(root):
     return 1 if problems else 0
 
 
+def load_json(path, problems):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (ValueError, UnicodeDecodeError) as e:
+        problems.append("%s: %s" % (os.path.basename(path), e))
+        return None
+
+
+def side_files(model_dir, problems):
+    config = load_json(os.path.join(model_dir, "config.json"), problems) or {}
+    load_json(os.path.join(model_dir, "generation_config.json"), problems)
+    tok_cfg = load_json(os.path.join(model_dir, "tokenizer_config.json"), problems) or {}
+    text = config.get("text_config") or config
+    vocab_size = text.get("vocab_size", config.get("vocab_size"))
+    tok = load_json(os.path.join(model_dir, "tokenizer.json"), problems)
+    if isinstance(tok, dict):
+        model = tok.get("model") or {}
+        vocab = model.get("vocab") or {}
+        if isinstance(vocab, dict):
+            ids = vocab.values()
+        else:  # Unigram: [[piece, score], ...]
+            ids = range(len(vocab))
+        if isinstance(vocab_size, int):
+            over = [i for i in ids if not isinstance(i, int) or i >= vocab_size]
+            if over:
+                problems.append("tokenizer.json: %d ids outside the embedding (%d rows)" % (len(over), vocab_size))
+            for a in tok.get("added_tokens") or []:
+                if not isinstance(a.get("id"), int) or a["id"] >= vocab_size:
+                    problems.append("tokenizer.json: added token %r outside the embedding" % a.get("content"))
+        bad = 0
+        for m in model.get("merges") or []:
+            parts = m.split(" ") if isinstance(m, str) else m
+            if len(parts) != 2 or parts[0] not in vocab or parts[1] not in vocab or parts[0] + parts[1] not in vocab:
+                bad += 1
+        if bad:
+            problems.append("tokenizer.json: %d malformed merges" % bad)
+    template = tok_cfg.get("chat_template")
+    path = os.path.join(model_dir, "chat_template.jinja")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            template = f.read()
+    if isinstance(template, list):
+        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+    if isinstance(template, str):
+        render_probe(template, tok_cfg, problems)
+
+
+def render_probe(template, tok_cfg, problems):
+    # As transformers' _compile_jinja_template configures it.
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def token(v):
+        return v.get("content") if isinstance(v, dict) else v
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    try:
+        compiled = env.from_string(template)
+        compiled.render(messages=[{"role": "user", "content": "Hello"}], add_generation_prompt=True,
+                        bos_token=token(tok_cfg.get("bos_token")) or "", eos_token=token(tok_cfg.get("eos_token")) or "",
+                        tools=None, documents=None)
+    except Exception as e:  # a template error of any kind is a finding, as for ckpt
+        problems.append("chat template: %s: %s" % (type(e).__name__, e))
+
+
 if __name__ == "__main__":
+    structure_only = "--structure-only" in sys.argv[2:]
     sys.exit(main(sys.argv[1]))

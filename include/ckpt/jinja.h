@@ -18,7 +18,16 @@
 
 namespace ckpt::jinja {
 
+// Whose runtime semantics a render follows. The parse is always Python's (a template another
+// engine's parser refuses is predicted by src/engines/dialect.cpp); `hf_jinja` changes what
+// rendering prints where @huggingface/jinja 0.5.x (transformers.js) differs from Python
+// (../shared/specs/template-dialects.md §2, measured against its own test expectations):
+// true/false and JSON-style lists and dicts when printed, None and undefined as "", an
+// integral float through tojson as an integer, and JavaScript's sign of `%`.
+enum class Runtime : uint8_t { python, hf_jinja };
+
 struct Options {
+  Runtime runtime = Runtime::python;
   bool trim_blocks = true;
   bool lstrip_blocks = true;
   uint64_t max_steps = 10'000'000;     // evaluation steps per render

@@ -90,7 +90,10 @@ void template_findings(const Checkpoint& ck, const Selection& sel, std::vector<F
         out.push_back(std::move(f));
         continue;
       }
-      if (pred.rewritten.empty()) continue;
+      // Lexer differences are predicted as a rewritten source; @huggingface/jinja also prints
+      // values differently at run time (Runtime::hf_jinja), so its render is always compared.
+      const bool hf_runtime = p.dialect.kind == DialectKind::hf_jinja;
+      if (pred.rewritten.empty() && !hf_runtime) continue;
       if (!have_ctx) {
         ctx = bare_context(in.tokenizer_config);
         have_ctx = true;
@@ -100,10 +103,17 @@ void template_findings(const Checkpoint& ck, const Selection& sel, std::vector<F
         if (!r.ok()) break;  // CT002 covers a failing bare probe
         reference_out = r.output;
       }
-      jinja::Error e2;
-      auto rewritten = jinja::Template::parse(pred.rewritten, src.origin, opts, &e2);
-      if (!rewritten) continue;
-      auto r2 = rewritten->render(ctx, opts);
+      jinja::Options engine_opts = opts;
+      if (hf_runtime) engine_opts.runtime = jinja::Runtime::hf_jinja;
+      jinja::RenderResult r2;
+      if (pred.rewritten.empty()) {
+        r2 = parsed->render(ctx, engine_opts);
+      } else {
+        jinja::Error e2;
+        auto rewritten = jinja::Template::parse(pred.rewritten, src.origin, opts, &e2);
+        if (!rewritten) continue;
+        r2 = rewritten->render(ctx, engine_opts);
+      }
       if (!r2.ok() || r2.output == *reference_out) continue;
       const std::string& a = *reference_out;
       const std::string& b = r2.output;
@@ -125,7 +135,10 @@ void template_findings(const Checkpoint& ck, const Selection& sel, std::vector<F
       if (cause)
         f.message += "; cause at " + src.origin + ":" + std::to_string(cause->line) + ":" +
                      std::to_string(cause->column) + ": " + cause->what;
-      f.hint = "source: " + (cause ? cause->source : std::string("template-dialects.md")) +
+      else if (hf_runtime)
+        f.message += "; cause: its runtime prints values as JavaScript does (true/false, None as \"\", lists "
+                     "and dicts as JSON, 1.0|tojson as 1, the sign of %)";
+      f.hint = "source: " + (cause ? cause->source : std::string("template-dialects.md") + (hf_runtime && !cause ? " §2" : "")) +
                "; the prompt this engine builds is not the one the model was trained with";
       f.engines = {std::string(p.name)};
       out.push_back(std::move(f));

@@ -715,6 +715,8 @@ struct JsonCtx {
       case K::Float:
         if (std::isnan(v.f)) out += "NaN";
         else if (std::isinf(v.f)) out += v.f > 0 ? "Infinity" : "-Infinity";
+        else if (in.options().runtime == Runtime::hf_jinja && v.f == std::trunc(v.f) && std::fabs(v.f) < 9e15)
+          out += std::to_string(static_cast<int64_t>(v.f));  // JSON.stringify(1.0) is "1"
         else out += util::python_float_repr(v.f);
         return;
       case K::Str: json_str(out, v.s(), ensure_ascii); return;

@@ -277,13 +277,27 @@ std::string Interp::to_output(const Value& v) {
   switch (v.k) {
     case K::Str: return v.s();
     case K::Undef: return {};
+    default: return opts_.runtime == Runtime::hf_jinja ? hf_str(v) : py_str(v);
+  }
+}
+
+// How @huggingface/jinja prints a value: booleans in JavaScript spelling, None as nothing,
+// lists and dicts as JSON with ", " and ": " (its toString of ArrayValue/ObjectValue).
+std::string Interp::hf_str(const Value& v) {
+  switch (v.k) {
+    case K::Bool: return v.b ? "true" : "false";
+    case K::None:
+    case K::Undef: return {};
+    case K::List:
+    case K::Tuple:
+    case K::Dict: return tojson(v, Value::none(), false, Value::none(), false);
     default: return py_str(v);
   }
 }
 
 void Interp::emit_value(const Value& v) {
   if (v.k == K::Str) emit(v.s());
-  else if (v.k != K::Undef) emit(py_str(v));
+  else if (v.k != K::Undef) emit(to_output(v));
 }
 
 // ------------------------------------------------------------------ callables
@@ -659,6 +673,8 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
       if (ints) {
         if (x == INT64_MIN && y == -1) overflow();
         int64_t q = x / y, m = x % y;
+        // JavaScript's % keeps the dividend's sign (-7 % 3 is -1); // floors in both.
+        if (code == '%' && opts_.runtime == Runtime::hf_jinja) return Value::integer(m);
         if (m != 0 && ((m < 0) != (y < 0))) { --q; m += y; }
         return Value::integer(code == '%' ? m : q);
       }

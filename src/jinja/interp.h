@@ -97,6 +97,8 @@ class Interp {
   bool less(const Value& a, const Value& b);
   bool contains(const Value& container, const Value& item);
   std::string to_output(const Value& v);
+  std::string hf_str(const Value& v);  // printing under Runtime::hf_jinja
+  const Options& options() const { return opts_; }
   void emit_value(const Value& v);
 
   // `name` is a Str value; `info` is attr_info() of it.

@@ -51,11 +51,26 @@ static bool alphabet_code_point(uint32_t cp) {
   return cp <= 0x143;
 }
 
+// Called for both parts of every merge (250k merges on a large vocabulary): a byte loop over
+// the two encodings the alphabet has (printable ASCII, and two-byte sequences for code points
+// 0xA1..0x143), with no general UTF-8 decode.
 bool spelled_in_byte_level(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto cp = utf8_next(s, i);
-    if (!cp || !alphabet_code_point(*cp)) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    if (c < 0x80) {
+      if (c < 0x21 || c > 0x7E) return false;
+      ++i;
+      continue;
+    }
+    // Two-byte sequences C2..C5 cover U+0080..U+017F; the alphabet ends at U+0143.
+    if (c < 0xC2 || c > 0xC5 || i + 1 >= n) return false;
+    const unsigned d = p[i + 1];
+    if ((d & 0xC0) != 0x80) return false;
+    const uint32_t cp = ((c & 0x1F) << 6) | (d & 0x3F);
+    if (!alphabet_code_point(cp)) return false;
+    i += 2;
   }
   return true;
 }

@@ -12,10 +12,12 @@
 // about where the sections are, sends the whole file through the DOM reader, so what is
 // reported never depends on this path.
 #pragma once
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -100,6 +102,21 @@ struct Cursor {
   bool string(std::string_view& out) {
     if (!eat('"')) return false;
     const char* start = p;
+    // Eight bytes at a time up to the first quote, backslash or control byte (the lowest byte a
+    // has-zero test flags is always a true hit; later flags may be borrows and are not used).
+    static_assert(std::endian::native == std::endian::little, "the lowest flagged byte is the first");
+    constexpr uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (end - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      const uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+      const uint64_t hit = ((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w);
+      if (const uint64_t m = hit & highs) {
+        p += __builtin_ctzll(m) / 8;
+        break;
+      }
+      p += 8;
+    }
     while (p < end) {
       unsigned char c = static_cast<unsigned char>(*p);
       if (c == '"') {

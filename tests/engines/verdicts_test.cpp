@@ -145,6 +145,26 @@ TEST(engines_cli, malformed_template_is_an_error_for_swiftlm_only) {
   EXPECT_NE(text.out.find("(swiftlm)"), std::string::npos) << show(text);
 }
 
+TEST(engines_cli, template_printing_a_boolean_renders_differently_for_transformers_js) {
+  // @huggingface/jinja prints True as "true" (template-dialects.md §2): the prompt differs
+  // although its parser accepts the template.
+  TempDir d;
+  fixture("qwen2", d.path() / "m", {});
+  const std::string dir = (d.path() / "m").string();
+  test::write_text(d.path() / "m" / "chat_template.jinja",
+             "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+             "{% if add_generation_prompt %}<|assistant|>thinking={{ add_generation_prompt }}{% endif %}");
+  auto js = json_out(run_ckpt({"verify", dir, "--format", "json", "--engine", "transformers.js"}));
+  auto diff = with_code(js, "CT012");
+  ASSERT_EQ(diff.size(), 1u);
+  EXPECT_EQ(engines_of(diff[0]), std::vector<std::string>{"transformers.js"});
+  const std::string msg = *diff[0].get_string("message");
+  EXPECT_NE(msg.find("reference \"True\", engine \"true\""), std::string::npos) << msg;
+  EXPECT_NE(msg.find("prints values as JavaScript does"), std::string::npos) << msg;
+  auto py = json_out(run_ckpt({"verify", dir, "--format", "json", "--engine", "vllm,mlx-lm"}));  // Python jinja2
+  EXPECT_TRUE(with_code(py, "CT012").empty());
+}
+
 TEST(engines_cli, stray_shard_breaks_glob_loaders_only) {
   TempDir d;
   fixture("qwen2", d.path() / "s", {"--defect", "stray-shard", "--shards", "2"});

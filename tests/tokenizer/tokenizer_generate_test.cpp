@@ -3,6 +3,7 @@
 
 #include "ckpt/json.h"
 #include "ckpt/tokenizer.h"
+#include "tokenizer/utf8.h"
 #include "test_support.h"
 
 using namespace ckpt;
@@ -74,3 +75,47 @@ bool operator==(const Generated& a, const Generated& b) {
          a.generation_config_json == b.generation_config_json;
 }
 }  // namespace ckpt::tok
+
+// The byte loop of spelled_in_byte_level against a plain decode-then-test reference, over every
+// string of one and two bytes and many random longer ones. An overlong encoding (C0 A1 for
+// '!') is not a spelling of the alphabet: tokenizers reads only valid UTF-8.
+namespace {
+bool reference_spelled(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t at = i;
+    auto cp = ckpt::tok::utf8_next(s, i);
+    if (!cp) return false;
+    if (i - at == 2 && *cp < 0x80) return false;  // overlong
+    const uint32_t c = *cp;
+    const bool ok = c < 256 ? ((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF))
+                            : c <= 0x143;
+    if (!ok) return false;
+  }
+  return true;
+}
+}  // namespace
+
+TEST(ByteLevelSpelling, MatchesDecodeThenTest) {
+  for (unsigned a = 0; a < 256; ++a) {
+    std::string one(1, static_cast<char>(a));
+    EXPECT_EQ(tok::spelled_in_byte_level(one), reference_spelled(one)) << a;
+    for (unsigned b = 0; b < 256; ++b) {
+      std::string two{static_cast<char>(a), static_cast<char>(b)};
+      ASSERT_EQ(tok::spelled_in_byte_level(two), reference_spelled(two)) << a << " " << b;
+    }
+  }
+  uint64_t x = 88172645463325252ull;
+  for (int n = 0; n < 200000; ++n) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::string s;
+    const size_t len = 1 + x % 9;
+    for (size_t k = 0; k < len; ++k) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      // Mostly bytes the alphabet uses, so long valid strings are common.
+      const unsigned pick = x % 4;
+      s += static_cast<char>(pick == 0 ? 0xC4 + (x >> 8) % 2 : pick == 1 ? 0x80 + (x >> 8) % 64 : 0x20 + (x >> 8) % 0x60);
+    }
+    ASSERT_EQ(tok::spelled_in_byte_level(s), reference_spelled(s)) << n;
+  }
+}
