@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ckpt/json.h"
+#include "ckpt/tensor.h"
 #include "ckpt/safetensors.h"
 
 namespace ckpt::quant {
@@ -77,7 +78,7 @@ enum class Presence : uint8_t {
 
 struct ExpectedTensor {
   std::string name;              // full checkpoint key, prefix included
-  std::vector<uint64_t> shape;   // header shape
+  Shape shape;                   // header shape (two dimensions inline: no allocation per tensor)
   DTypeRole dtype = DTypeRole::Model;
   ModuleKind kind = ModuleKind::Param;
   Presence presence = Presence::Required;

@@ -235,6 +235,9 @@ class Checkpoint {
   std::optional<CacheInfo> cache;
   CacheState cache_state;
   bool snapshot_missing = false;         // the requested ref names a snapshot that is not on disk
+  // Why the file walk left entries out (LoadOptions::max_walk_entries / max_walk_depth), or
+  // empty: every check below then saw only part of the directory (FS012).
+  std::string walk_stopped;
 
   std::vector<FileEntry> files;          // every file below the root (bounded walk)
   std::vector<Shard> shards;             // every top-level weight file that could be opened (any Format)

@@ -86,6 +86,10 @@ class Shape {
     assign(dims.begin(), dims.end());
     return *this;
   }
+  Shape& operator=(std::initializer_list<uint64_t> dims) {
+    assign(dims.begin(), dims.end());
+    return *this;
+  }
   ~Shape() { release(); }
 
   size_t size() const { return n_; }

@@ -32,6 +32,7 @@ std::string shape_str(std::span<const uint64_t> s) {
   return o + "]";
 }
 std::string shape_str(const std::vector<uint64_t>& s) { return shape_str(std::span<const uint64_t>(s)); }
+std::string shape_str(const Shape& s) { return shape_str(std::span<const uint64_t>(s)); }
 bool same_shape(std::span<const uint64_t> a, std::span<const uint64_t> b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
 }

@@ -8,7 +8,7 @@ namespace ckpt::checks {
 
 namespace {
 
-constexpr std::array<CheckInfo, 11> kCodes{{
+constexpr std::array<CheckInfo, 12> kCodes{{
     {"FS001", Severity::error, "broken symlink: the file it stands for is not in the cache"},
     {"FS002", Severity::error, "interrupted download: an .incomplete file is present"},
     {"FS003", Severity::error, "Git LFS pointer file in place of the real content"},
@@ -20,6 +20,7 @@ constexpr std::array<CheckInfo, 11> kCodes{{
     {"FS009", Severity::info, "weights in a format this version does not verify"},
     {"FS010", Severity::error, "file cannot be read"},
     {"FS011", Severity::error, "side file does not parse as the loaders read it"},
+    {"FS012", Severity::warning, "file walk stopped early: part of the directory was not checked"},
 }};
 
 // What a loader does when it meets this side file broken (the FS011 hint).
@@ -164,6 +165,10 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "weights in formats ckpt does not verify yet: " + list_names(other_weights), "", "",
             "pickle-based .bin/.pt files can run code when loaded; prefer safetensors");
   }
+  if (!ck.walk_stopped.empty())
+    out.add("FS012", Severity::warning, "the file walk stopped early: " + ck.walk_stopped, "", "",
+            "ckpt bounds the walk against hostile trees; what lies past the limit was not checked. Point ckpt at the "
+            "model directory itself");
   if (!any_safetensors && other_weights.empty() && !any_unusable_weight && !ck.index) {
     out.add("FS008", Severity::error, "no weight files (*.safetensors, *.bin, *.gguf, ...) in " + ck.root.string(), "", "",
             "the download may have fetched only metadata (check --include patterns), or the path is wrong");

@@ -616,6 +616,11 @@ void parse_index(const fs::path& abs, const std::string& rel, ShardIndex& idx, s
   idx.storage = std::move(storage);
 }
 
+std::string rel_of(const std::string& prefix, const fs::directory_entry& de) {
+  const std::string name = de.path().filename().string();
+  return prefix.empty() ? name : prefix + "/" + name;
+}
+
 struct Walker {
   Checkpoint& ck;
   const LoadOptions& opts;
@@ -664,7 +669,12 @@ struct Walker {
     }
     std::sort(children.begin(), children.end(), [](const auto& a, const auto& b) { return a.path() < b.path(); });
     for (const auto& de : children) {
-      if (++entries > opts.max_walk_entries) return;
+      if (++entries > opts.max_walk_entries) {
+        if (ck.walk_stopped.empty())
+          ck.walk_stopped = "more than " + std::to_string(opts.max_walk_entries) +
+                            " files and directories below the root; the walk stopped at " + rel_of(prefix, de);
+        return;
+      }
       std::string name = de.path().filename().string();
       std::string rel = prefix.empty() ? name : prefix + "/" + name;
       if (depth == 0 && name == ".git") continue;  // git's own objects are not the checkpoint
@@ -673,6 +683,9 @@ struct Walker {
       if (::lstat(de.path().c_str(), &lst) != 0) continue;
       if (S_ISDIR(lst.st_mode)) {
         if (depth + 1 < opts.max_walk_depth) walk(de.path(), rel, depth + 1);
+        else if (ck.walk_stopped.empty())
+          ck.walk_stopped = rel + "/ was not walked: directories more than " + std::to_string(opts.max_walk_depth) +
+                            " levels below the root are not";
         continue;
       }
       FileEntry fe;
