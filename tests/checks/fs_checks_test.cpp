@@ -367,26 +367,23 @@ TEST(fs_hostile, non_utf8_file_name) {
   EXPECT_NE(find(all, "FS002", std::string("bad\xff\xfe.incomplete")), nullptr) << dump(all);
 }
 
-}  // namespace
-}  // namespace ckpt::ftest
-
 // The walk is bounded against hostile trees; a bound that is reached is a finding, never a
 // silent partial check.
 TEST(fs_checks, FS012_walk_limits_are_reported) {
-  test::TempDir d;
-  for (int i = 0; i < 6; ++i) test::write_text(d.path() / ("f" + std::to_string(i) + ".txt"), "x");
+  TempDir d;
+  for (int i = 0; i < 6; ++i) write_text(d.path() / ("f" + std::to_string(i) + ".txt"), "x");
   LoadOptions few;
   few.max_walk_entries = 3;
   LoadResult r = load_checkpoint(d.path().string(), few);
   ASSERT_FALSE(r.error);
-  EXPECT_NE(r.checkpoint.walk_stopped.find("more than 3 files and directories"), std::string::npos)
-      << r.checkpoint.walk_stopped;
-  auto findings = run_checks(r.checkpoint, VerifyOptions{});
+  EXPECT_NE(r.checkpoint->walk_stopped.find("more than 3 files and directories"), std::string::npos)
+      << r.checkpoint->walk_stopped;
+  auto findings = run_checks(*r.checkpoint, VerifyOptions{});
   size_t fs012 = 0;
   for (const auto& f : findings) fs012 += f.code == "FS012";
   EXPECT_EQ(fs012, 1u);
 
-  test::TempDir deep;
+  TempDir deep;
   fs::path p = deep.path();
   for (int i = 0; i < 4; ++i) p /= "d" + std::to_string(i);
   fs::create_directories(p);
@@ -394,8 +391,11 @@ TEST(fs_checks, FS012_walk_limits_are_reported) {
   shallow.max_walk_depth = 2;
   LoadResult r2 = load_checkpoint(deep.path().string(), shallow);
   ASSERT_FALSE(r2.error);
-  EXPECT_NE(r2.checkpoint.walk_stopped.find("d0/d1/ was not walked"), std::string::npos) << r2.checkpoint.walk_stopped;
+  EXPECT_NE(r2.checkpoint->walk_stopped.find("d0/d1/ was not walked"), std::string::npos) << r2.checkpoint->walk_stopped;
   // Within the bounds nothing is said.
   LoadResult r3 = load_checkpoint(deep.path().string());
-  EXPECT_TRUE(r3.checkpoint.walk_stopped.empty()) << r3.checkpoint.walk_stopped;
+  EXPECT_TRUE(r3.checkpoint->walk_stopped.empty()) << r3.checkpoint->walk_stopped;
 }
+
+}  // namespace
+}  // namespace ckpt::ftest
