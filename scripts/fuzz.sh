@@ -14,14 +14,14 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-60}"
 BUILD_DIR="${BUILD_DIR:-build-fuzz}"
 SHARED="$(cd .. && pwd)/shared/corpus"
-ALL_TARGETS=(fuzz_st_header fuzz_json fuzz_index fuzz_jinja fuzz_tokenizer fuzz_spm fuzz_hub)
+ALL_TARGETS=(fuzz_st_header fuzz_gguf fuzz_json fuzz_index fuzz_jinja fuzz_tokenizer fuzz_spm fuzz_hub fuzz_pickle fuzz_zip)
 read -r -a TARGETS <<< "${FUZZ_TARGETS:-${ALL_TARGETS[*]}}"
 
 # clang 16 + libFuzzer's runtime (Debian 12: clang-16, libclang-rt-16-dev). Not the default
 # clang 14: it cannot capture structured bindings in lambdas (C++20), which the sources use.
 FUZZ_CXX="${FUZZ_CXX:-clang++-16}"
 missing=()
-for p in clang-16 libclang-rt-16-dev cmake ninja-build libsimdjson-dev libfmt-dev libcurl4-openssl-dev libssl-dev; do
+for p in clang-16 libclang-rt-16-dev cmake ninja-build libsimdjson-dev libfmt-dev libcurl4-openssl-dev libssl-dev zlib1g-dev liblzma-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -53,9 +53,11 @@ max_len() {
 shared_seeds() {
   case "$1" in
     fuzz_st_header) echo "$SHARED/safetensors-vectors" ;;
+    fuzz_gguf) echo "$SHARED/gguf" ;;
     fuzz_json) echo "$SHARED/seed-fixtures" ;;
     fuzz_index) echo "$SHARED/index-paths" ;;
     fuzz_jinja) echo "$SHARED/templates $SHARED/templates-bad" ;;
+    fuzz_pickle|fuzz_zip) echo "$SHARED/pickles/picklescan/tests/data $SHARED/pickles/picklescan/tests/data2 $SHARED/pickles/modelscan/tests/data" ;;
   esac
 }
 

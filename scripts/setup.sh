@@ -12,6 +12,8 @@ PACKAGES=(
   libcli11-dev                       # command-line parsing
   libcurl4-openssl-dev               # hub client
   libssl-dev                         # SHA-256 / SHA-1 (libcrypto)
+  zlib1g-dev                         # inflate for deflated zip members (.npz, TorchScript code)
+  liblzma-dev                        # LZMA/LZMA2 for 7z archives holding pickles
   libgtest-dev libgmock-dev          # unit tests
   libbenchmark-dev                   # micro-benchmarks
   libcpp-httplib-dev                 # loopback mock hub in tests

@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 # python3-torch (Debian, ~8 minutes to install on a fresh machine) is the independent oracle
 # that runs one MLP block of every fixture; the demo does not need it.
 export EXTRA_PACKAGES="${EXTRA_PACKAGES:-python3-torch}"
+# @huggingface/gguf (npm), the independent GGUF reader the fixture oracle test runs under Node,
+# goes into tests/oracles/node_modules; without Node or npm that test reports itself skipped.
+if command -v npm >/dev/null && [ ! -d tests/oracles/node_modules/@huggingface/gguf ]; then
+  npm install --prefix tests/oracles --no-audit --no-fund --silent || echo "setup: npm install of tests/oracles failed; the GGUF oracle test will skip"
+fi
 if [ "${1:-}" = "--asan" ]; then
   scripts/setup.sh build-asan -DCKPT_SANITIZE=ON -DCKPT_BUILD_BENCH=OFF
   exec ctest --test-dir build-asan --output-on-failure -j2 --timeout 600

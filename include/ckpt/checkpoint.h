@@ -12,8 +12,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ckpt/gguf.h"
 #include "ckpt/json.h"
 #include "ckpt/name_index.h"
+#include "ckpt/pytorch.h"
 #include "ckpt/safetensors.h"
 
 namespace ckpt {
@@ -99,6 +101,18 @@ struct Shard {
   std::string file;  // relative path of the weight file
   Format format = Format::safetensors;
   st::Header header;
+  // GGUF files: the parsed header, KV pairs and tensor infos (null for safetensors).
+  std::shared_ptr<const gguf::File> gguf;
+};
+
+// One GGUF model: a single file, or a split set `PREFIX-0000k-of-0000n.gguf`.
+struct GgufModel {
+  std::string name;               // the file, or PREFIX-*-of-0000n.gguf for a split set
+  std::vector<uint32_t> shards;   // into Checkpoint::gguf_shards, in split order
+  uint32_t split_count = 0;       // n as the file names say; 0 for a file not named as a split
+  std::vector<std::string> missing;  // split files the names imply but the directory lacks
+  // The first shard's file (the one holding the metadata), or nullptr.
+  const Shard* first(const std::vector<Shard>& all) const { return shards.empty() ? nullptr : &all[shards.front()]; }
 };
 
 struct ShardIndex {
@@ -228,6 +242,29 @@ inline uint32_t TensorTable::position(std::string_view name, uint64_t hash) cons
   return index_.find(name, hash, name_at());
 }
 
+// Ollama's local store (`ckpt verify ollama:NAME[:TAG]`, or a path to a models directory):
+// manifests/<host>/<namespace>/<model>/<tag> and blobs/sha256-<hex> (specs/gguf.md §7).
+struct OllamaLayer {
+  std::string media_type;   // application/vnd.ollama.image.model, ...template, ...params, ...
+  std::string digest;       // "sha256:<64 hex>" as the manifest says
+  int64_t size = -1;        // as the manifest says (-1 when absent or not an integer)
+  std::string blob;         // relative path of the blob (empty when the digest is malformed)
+  bool present = false;
+  uint64_t actual_size = 0;
+  bool is_config = false;   // the manifest's config blob
+};
+
+struct OllamaManifest {
+  std::string file;         // relative to the models root
+  std::string name;         // host/namespace/model:tag
+  std::string error;        // unreadable, empty or not a manifest
+  std::vector<OllamaLayer> layers;  // config first, then the layers in order
+};
+
+struct OllamaStore {
+  std::vector<OllamaManifest> manifests;
+};
+
 class Checkpoint {
  public:
   std::string target;                    // what the user asked for
@@ -240,7 +277,15 @@ class Checkpoint {
   std::string walk_stopped;
 
   std::vector<FileEntry> files;          // every file below the root (bounded walk)
-  std::vector<Shard> shards;             // every top-level weight file that could be opened (any Format)
+  std::vector<Shard> shards;             // every top-level safetensors file that could be opened
+  // Every *.gguf file below the root (or the file named as the target and its split
+  // siblings): Shards of Format::gguf whose header.tensors are the format-neutral rows, kept
+  // in their own list so the weight map safetensors loaders see (weights(), and every family
+  // reading it: CF, AR, QZ, TK, IX) is unchanged in a directory holding both formats, and
+  // grouped into models (single files and split sets) that the GGUF families judge one by one.
+  std::vector<Shard> gguf_shards;
+  std::vector<GgufModel> gguf_models;
+  std::optional<OllamaStore> ollama;     // set for an Ollama target; its model blobs are gguf_shards
   std::optional<ShardIndex> index;       // model.safetensors.index.json (or another *.safetensors.index.json)
 
   JsonFile config;                       // config.json
@@ -253,6 +298,10 @@ class Checkpoint {
   // adapter_config.json): parsed so a broken one is a finding, not a surprise at load time.
   std::vector<JsonFile> other_json;
   std::vector<TextFile> templates;       // chat_template.jinja, additional_chat_templates/*.jinja
+  // Every file whose bytes are a pickle, a torch zip or legacy stream, .npy/.npz or another
+  // archive holding one (decided by content, not name), and every PyTorch weight file even
+  // when its bytes are none of those: statically scanned, never unpickled (PK).
+  std::vector<pt::FileScan> pickle_scans;
 
   // All tensors by name, across every parsed shard (several locations = duplicates).
   // Reads the entries stored in `shards` (valid as long as this Checkpoint lives).

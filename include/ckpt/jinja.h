@@ -176,4 +176,9 @@ std::vector<TemplateReport> probe_templates(const std::vector<TemplateSource>& t
 // CT010 a template source that could not be read (warning).
 std::vector<Finding> chat_template_findings(const DiscoveryInput& in, const Options& options = {});
 
+// The probes' findings (CT001 CT002 CT003 CT004 CT005 CT006 CT009) for templates found some
+// other way (a GGUF's tokenizer.chat_template); chat_template_findings ends with this.
+std::vector<Finding> template_findings(const std::vector<TemplateSource>& templates, const json::Value& special_tokens,
+                                       const Options& options = {});
+
 }  // namespace ckpt::jinja

@@ -25,6 +25,8 @@ constexpr std::array<CheckInfo, 10> kCodes{{
 }};
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
+  // A GGUF-only directory: its templates live in the GGUF metadata (gguf_tokenizer.cpp).
+  if ((!ck.gguf_models.empty() || ck.ollama) && ck.templates.empty() && !ck.tokenizer_config.present && !ck.chat_template_json.present) return;
   jinja::DiscoveryInput in;
   for (const auto& t : ck.templates) {
     if (t.ok()) in.jinja_files.emplace_back(t.file, t.text);

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "checks/family.h"
+#include "checks/gguf_templates.h"
 #include "ckpt/arch.h"
 #include "ckpt/engines.h"
 #include "ckpt/jinja.h"
@@ -55,6 +56,7 @@ void template_findings(const Checkpoint& ck, const Selection& sel, std::vector<F
   if (ck.tokenizer_config.ok()) in.tokenizer_config = &ck.tokenizer_config.value;
   if (ck.chat_template_json.ok()) in.chat_template_json = &ck.chat_template_json.value;
   jinja::Discovery disc = jinja::discover_templates(in);
+  for (auto& t : checks::gguf_chat_templates(ck)) disc.templates.push_back(std::move(t));  // llama.cpp's dialect for GGUF
   if (disc.templates.empty()) return;
   jinja::Options opts;
   opts.now = 1721995200;  // pinned (2024-07-26 12:00 UTC): both renders must see the same clock

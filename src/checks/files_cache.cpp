@@ -23,6 +23,13 @@ constexpr std::array<CheckInfo, 12> kCodes{{
     {"FS012", Severity::warning, "file walk stopped early: part of the directory was not checked"},
 }};
 
+// A PyTorch checkpoint the PK and PT families read (its tensors and imports are verified).
+bool read_as_pytorch(const Checkpoint& ck, std::string_view rel) {
+  for (const auto& s : ck.pickle_scans)
+    if (s.file == rel && s.weights_read) return true;
+  return false;
+}
+
 // What a loader does when it meets this side file broken (the FS011 hint).
 std::string broken_side_file_effect(std::string_view rel) {
   if (rel == "tokenizer_config.json" || rel == "special_tokens_map.json" || rel == "added_tokens.json")
@@ -101,7 +108,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             "a download was interrupted; resume it (`ckpt fetch` resumes .incomplete blobs) or delete the file");
   }
 
-  bool any_safetensors = false;
+  bool any_verified_weights = false, any_pytorch = false;
   std::vector<std::string> other_weights;
   for (const auto& f : ck.files) {
     if (ends_with(f.rel, ".incomplete")) {
@@ -137,13 +144,16 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
               "the repository was cloned without git-lfs; run `git lfs pull` or download with a hub client");
       continue;
     }
-    if (ends_with(f.rel, ".safetensors")) any_safetensors = true;
+    if (ends_with(f.rel, ".safetensors") || ends_with(f.rel, ".gguf")) any_verified_weights = true;
     if (f.size == 0 && (is_weight_file(f.rel) || is_essential_side_file(f.rel))) {
       out.add("FS004", Severity::error, "the file is empty (0 bytes)", f.rel, "",
               "a failed or interrupted copy; re-download the file");
       continue;
     }
-    if (!ends_with(f.rel, ".safetensors") && is_weight_file(f.rel)) other_weights.push_back(f.rel);
+    if (!ends_with(f.rel, ".safetensors") && !ends_with(f.rel, ".gguf") && is_weight_file(f.rel)) {
+      if (read_as_pytorch(ck, f.rel)) any_pytorch = true;
+      else other_weights.push_back(f.rel);
+    }
   }
   // Side files that exist but cannot be used are findings, never "absent" (config.json is
   // CF002's, tokenizer.json TK002's, the index IX's).
@@ -169,7 +179,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     out.add("FS012", Severity::warning, "the file walk stopped early: " + ck.walk_stopped, "", "",
             "ckpt bounds the walk against hostile trees; what lies past the limit was not checked. Point ckpt at the "
             "model directory itself");
-  if (!any_safetensors && other_weights.empty() && !any_unusable_weight && !ck.index) {
+  if (!any_verified_weights && !any_pytorch && other_weights.empty() && !any_unusable_weight && !ck.index && !ck.ollama) {
     out.add("FS008", Severity::error, "no weight files (*.safetensors, *.bin, *.gguf, ...) in " + ck.root.string(), "", "",
             "the download may have fetched only metadata (check --include patterns), or the path is wrong");
   }

@@ -17,13 +17,20 @@ using checks::FamilyDef;
 static const FamilyDef* const kFamilies[] = {
     &checks::kFilesFamily,
     &checks::kSafetensorsFamily,
+    &checks::kGgufFamily,
+    &checks::kOllamaFamily,
     &checks::kIndexFamily,
     &checks::kConfigFamily,
     &checks::kArchitectureFamily,
     &checks::kQuantizationFamily,
+    &checks::kGgufConformanceFamily,
     &checks::kTokenizerFamily,
     &checks::kChatTemplateFamily,
+    &checks::kGgufTokenizerFamily,
+    &checks::kPickleSafetyFamily,
+    &checks::kPyTorchStructureFamily,
     &checks::kHashesFamily,
+    &checks::kGgufDeepFamily,
     &checks::kEnginesFamily,
 };
 

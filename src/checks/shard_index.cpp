@@ -39,7 +39,7 @@ struct ShardName {
   std::string total_text;  // as written, e.g. "00002"
 };
 std::optional<ShardName> parse_shard_name(std::string_view rel) {
-  constexpr std::string_view ext = ".safetensors";
+  const std::string_view ext = ends_with(rel, ".bin") ? ".bin" : ".safetensors";  // pytorch_model-00001-of-00002.bin
   if (!ends_with(rel, ext)) return std::nullopt;
   std::string_view stem = rel.substr(0, rel.size() - ext.size());
   // stem = PREFIX "-" DIGITS "-of-" DIGITS
@@ -104,12 +104,18 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".safetensors")) continue;
     (is_consolidated(f.rel) ? consolidated : disk_shards).push_back(f.rel);
   }
+  // Without safetensors, the PyTorch shards the loader read (pytorch_model-0000k-of-0000n.bin) are the shards.
+  const bool pytorch = disk_shards.empty() && consolidated.empty();
+  if (pytorch)
+    for (const auto& sh : ck.shards)
+      if (sh.format == Format::pytorch && starts_with(sh.file, "pytorch_model")) disk_shards.push_back(sh.file);
   bool mistral_native = ck.file("params.json") != nullptr;
 
   if (!ck.index) {
     if (disk_shards.size() > 1) {
       out.add("IX007", Severity::error,
-              std::to_string(disk_shards.size()) + " .safetensors files but no *.safetensors.index.json: " +
+              std::to_string(disk_shards.size()) + (pytorch ? " .bin files but no pytorch_model.bin.index.json: "
+                                                            : " .safetensors files but no *.safetensors.index.json: ") +
                   list_names(disk_shards),
               "", "",
               "transformers and vLLM need the index to know which shard holds which tensor; a stray shard or a lost "

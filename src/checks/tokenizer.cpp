@@ -34,6 +34,10 @@ constexpr std::array<CheckInfo, 19> kCodes{{
 }};
 
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
+  // A GGUF-only directory: its tokenizer lives in the GGUF metadata (gguf_tokenizer.cpp).
+  if ((!ck.gguf_models.empty() || ck.ollama) && ck.shards.empty() && !ck.tokenizer.present && !ck.tokenizer_config.present &&
+      !ck.file("tokenizer.model") && !ck.file("vocab.json"))
+    return;
   tok::CheckInput in;
   // Prefer the embedding under the text-weights prefix the arch registry resolves
   // ("model.", "language_model.model.", "model.language_model."); suffix match otherwise.

@@ -199,7 +199,15 @@ std::vector<Finding> chat_template_findings(const DiscoveryInput& in, const Opti
     return out;
   }
   json::Value tokens = special_tokens(in.tokenizer_config);
-  for (auto& rep : probe_templates(d.templates, tokens, options)) {
+  auto more = template_findings(d.templates, tokens, options);
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  return out;
+}
+
+std::vector<Finding> template_findings(const std::vector<TemplateSource>& templates, const json::Value& tokens,
+                                       const Options& options) {
+  std::vector<Finding> out;
+  for (auto& rep : probe_templates(templates, tokens, options)) {
     const std::string& file = rep.source.file;
     if (rep.parse_error) {
       out.push_back({"CT001", Severity::error, "chat template does not parse: " + rep.parse_error->format(), file, "",

@@ -120,12 +120,14 @@ const st::TensorEntry* Checkpoint::weight(std::string_view name) const {
 uint64_t Checkpoint::total_tensors() const {
   uint64_t n = 0;
   for (const auto& s : shards) n += s.header.tensors.size();
+  for (const auto& s : gguf_shards) n += s.gguf ? s.gguf->tensors.size() : 0;
   return n;
 }
 
 uint64_t Checkpoint::total_bytes() const {
   uint64_t n = 0;
   for (const auto& s : shards) n += s.header.file_size;
+  for (const auto& s : gguf_shards) n += s.header.file_size;
   return n;
 }
 

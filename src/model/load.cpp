@@ -18,6 +18,9 @@
 #include <unordered_map>
 
 #include "ckpt/checkpoint.h"
+#include "model/gguf_load.h"
+#include "model/ollama.h"
+#include "model/pytorch_shards.h"
 #include "io/file.h"
 #include "io/json_scan.h"
 #include "io/limits.h"
@@ -626,6 +629,8 @@ struct Walker {
   const LoadOptions& opts;
   std::vector<fs::path> allowed;  // canonical roots a link may lead into
   uint32_t entries = 0;
+  // A single-file target (a .gguf): only that file and its split siblings are walked.
+  std::function<bool(const std::string&)> keep;
 
   void classify_symlink(const fs::path& p, FileEntry& fe) {
     fe.is_symlink = true;
@@ -682,12 +687,14 @@ struct Walker {
       struct stat lst{};
       if (::lstat(de.path().c_str(), &lst) != 0) continue;
       if (S_ISDIR(lst.st_mode)) {
+        if (keep) continue;  // a single-file target: its directory only
         if (depth + 1 < opts.max_walk_depth) walk(de.path(), rel, depth + 1);
         else if (ck.walk_stopped.empty())
           ck.walk_stopped = rel + "/ was not walked: directories more than " + std::to_string(opts.max_walk_depth) +
                             " levels below the root are not";
         continue;
       }
+      if (keep && !keep(rel)) continue;
       FileEntry fe;
       fe.rel = rel;
       if (S_ISLNK(lst.st_mode)) {
@@ -764,11 +771,38 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   LoadResult result;
   Checkpoint ck;
   ck.target = target;
+  std::string single_gguf;  // set when the target is one .gguf file
   std::error_code ec;
   fs::path p(target);
   fs::file_status st = fs::status(p, ec);
 
-  if (!ec && fs::is_directory(st)) {
+  // One GGUF file: its directory is the root (a cache snapshot is recognised as for a
+  // directory target), and only the file and its split siblings are read.
+  if (!ec && fs::is_regular_file(st) && ends_with(target, ".gguf")) {
+    single_gguf = p.filename().string();
+    p = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    st = fs::status(p, ec);
+  }
+  std::string ollama_manifest;  // set for ollama:NAME[:TAG]
+  bool ollama_store = false;    // an Ollama models directory (or ollama:NAME)
+  if (target.rfind("ollama:", 0) == 0) {
+    const std::string name = target.substr(7);
+    ollama_manifest = ollama::manifest_path(name);
+    const fs::path root = ollama::models_root();
+    if (ollama_manifest.empty()) {
+      result.error = LoadError{target + ": not an Ollama model name (NAME, NAMESPACE/NAME or HOST/NAMESPACE/NAME, with an optional :TAG)"};
+      return result;
+    }
+    if (!fs::exists(root / ollama_manifest, ec)) {
+      result.error = LoadError{target + ": no manifest " + (root / ollama_manifest).string() + " (set OLLAMA_MODELS, or `ollama pull " + name + "`)"};
+      return result;
+    }
+    ck.root = fs::canonical(root, ec);
+    ollama_store = true;
+  } else if (!ec && fs::is_directory(st) && ollama::is_models_dir(p)) {
+    ck.root = fs::canonical(p, ec);
+    ollama_store = true;
+  } else if (!ec && fs::is_directory(st)) {
     ck.root = fs::canonical(p, ec);
     if (ec) {
       result.error = LoadError{target + ": " + ec.message()};
@@ -866,8 +900,22 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     return result;
   }
 
+  if (ollama_store) {  // manifests and the blobs they name; nothing else of the store is read
+    ollama::load(ck, ollama_manifest, opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency()));
+    ck.finalize();
+    result.checkpoint = std::move(ck);
+    return result;
+  }
   // ---- discover ----
   Walker w{ck, opts, {ck.root}};
+  if (!single_gguf.empty()) {
+    const auto split = gguf_load::parse_split_name(single_gguf);
+    w.keep = [single_gguf, split](const std::string& rel) {
+      if (rel == single_gguf) return true;
+      const auto other = gguf_load::parse_split_name(rel);
+      return split && other && other->prefix == split->prefix && other->count == split->count;
+    };
+  }
   if (ck.cache) w.allowed.push_back(fs::canonical(ck.cache->cache_root, ec));
   w.walk(ck.root, "", 0);
   if (ck.cache) scan_cache_state(ck);
@@ -879,6 +927,15 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".safetensors.index.json")) continue;
     if (!index_entry || f.rel == "model.safetensors.index.json") index_entry = &f;
   }
+  // Without safetensors weights, transformers loads pytorch_model.bin.index.json (same schema).
+  const bool any_safetensors = std::any_of(ck.files.begin(), ck.files.end(), [](const FileEntry& f) {
+    return f.rel.find('/') == std::string::npos && ends_with(f.rel, ".safetensors");
+  });
+  if (!index_entry && !any_safetensors)
+    for (const auto& f : ck.files) {
+      if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".bin.index.json")) continue;
+      if (!index_entry || f.rel == "pytorch_model.bin.index.json") index_entry = &f;
+    }
 
   // Work items run in parallel: one per shard header and one per side JSON file.
   std::vector<std::function<void()>> tasks;
@@ -962,10 +1019,30 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     ck.templates.push_back(std::move(t));
   }
 
+  // Pickle scan: every readable file that is not a safetensors shard, by content (a sniff of
+  // its first bytes; only pickles and archives are read further, and never their storages).
+  std::vector<const FileEntry*> pickle_files;
+  for (const auto& f : ck.files)
+    if (f.readable() && f.size > 0 && !ends_with(f.rel, ".safetensors")) pickle_files.push_back(&f);
+  std::vector<pt::FileScan> scans(pickle_files.size());
+  for (size_t i = 0; i < pickle_files.size(); ++i)
+    tasks.emplace_back([&, i] { scans[i] = pt::scan_file(pickle_files[i]->abs, pickle_files[i]->rel); });
+
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, static_cast<unsigned>(tasks.size()));
   parallel::run(tasks.size(), threads, [&](size_t i) { tasks[i](); });
   timings::mark("load: parse (parallel)");
+  gguf_load::load(ck, opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency()));
+  for (auto& s : scans)
+    if (s.container != pt::Container::NotPickle || pt::is_weights_name(s.file)) ck.pickle_scans.push_back(std::move(s));
+  // PyTorch weights join the tensor table when they are what loaders read: no safetensors beside them.
+  if (!any_safetensors) {
+    std::vector<std::string_view> indexed;  // a .bin index's shard names (read before the index itself)
+    if (index_entry && index_entry->readable() && ends_with(index_entry->rel, ".bin.index.json"))
+      for (const auto& f : ck.files)
+        if (f.rel.find('/') == std::string::npos && ends_with(f.rel, ".bin")) indexed.push_back(f.rel);
+    add_pytorch_shards(ck, indexed);
+  }
 
   // The index is read last, against a table of every shard's tensors: a name a shard holds is
   // then not stored twice (on a VM, memory touched for the first time is the largest cost).

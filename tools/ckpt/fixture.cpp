@@ -14,12 +14,15 @@ namespace {
 int run_fixture(int argc, char** argv) {
   CLI::App app{"Generate a tiny synthetic checkpoint (kilobytes, milliseconds, no network)", "ckpt fixture"};
   fixture::Options o;
-  std::string arch, out, dtype = "F16";
+  std::string arch, out, dtype = "F16", format = "safetensors";
   bool list = false, list_defects = false;
   int64_t layers = 0, hidden = 0, experts = 0;
   app.add_option("ARCH", arch, "model_type from the architecture registry (see --list)");
   app.add_option("OUT_DIR", out, "output directory (must be empty or a previous fixture)");
-  app.add_option("--quant", o.quant, "quantization scheme: mlx4, mlx8, ct-int4, gptq4, fp8");
+  app.add_option("--quant", o.quant,
+                 "quantization scheme: mlx4, mlx8, ct-int4, gptq4, fp8; with --format gguf a ggml type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 "
+                 "q5_1 q2_k q3_k q4_k q5_k q6_k (default f16)");
+  app.add_option("--format", format, "safetensors (default) or gguf (llama.cpp's layout, keys and tensor names)");
   app.add_option("--defect", o.defects, "plant a defect (repeatable; see --list-defects)");
   app.add_option("--seed", o.seed, "seed of the weight generator (default 0)");
   app.add_option("--layers", layers, "number of decoder layers");
@@ -27,6 +30,7 @@ int run_fixture(int argc, char** argv) {
   app.add_option("--experts", experts, "routed experts (MoE architectures)");
   app.add_option("--shards", o.shards, "number of safetensors shards (>1 writes an index)");
   app.add_option("--dtype", dtype, "float dtype: F16 (default), BF16, F32");
+  app.add_option("--format", format, "weight format: safetensors (default) or pytorch (torch.save zip .bin files)");
   app.add_option("--hf-cache", o.hf_repo, "write a Hugging Face cache layout for org/name under OUT_DIR");
   app.add_flag("--unigram", o.unigram, "Unigram tokenizer instead of byte-level BPE");
   app.add_flag("--list", list, "list architectures and quantization schemes");
@@ -42,17 +46,49 @@ int run_fixture(int argc, char** argv) {
     std::printf("\nquantization schemes (--quant):\n");
     for (const auto& s : fixture::schemes())
       std::printf("  %-18.*s %.*s\n", int(s.name.size()), s.name.data(), int(s.summary.size()), s.summary.data());
+    std::printf("\nGGUF (--format gguf): llama qwen2 qwen3 qwen3moe gemma gemma2 gemma3 phi3 deepseek2 gpt-oss; --quant");
+    for (auto q : fixture::gguf_quants()) std::printf(" %.*s", int(q.size()), q.data());
+    std::printf("\n");
     return 0;
   }
   if (list_defects) {
     std::printf("%-32s %-6s %s\n", "defect", "code", "incident");
-    for (const auto& d : fixture::defects())
-      std::printf("%-32.*s %-6.*s %.*s\n", int(d.name.size()), d.name.data(), int(d.code.size()), d.code.data(),
-                  int(d.incident.size()), d.incident.data());
+    for (const auto* list : {&fixture::defects(), &fixture::pytorch_defects(), &fixture::gguf_defects()})
+      for (const auto& d : *list)
+        std::printf("%-32.*s %-6.*s %.*s%s
+", int(d.name.size()), d.name.data(), int(d.code.size()), d.code.data(),
+                    int(d.incident.size()), d.incident.data(),
+                    list == &fixture::gguf_defects() ? " (--format gguf)"
+                    : d.needs == "pytorch"            ? " (--format pytorch)"
+                                                      : "");
     return 0;
   }
   if (arch.empty() || out.empty()) {
     std::fprintf(stderr, "ckpt fixture: ARCH and OUT_DIR are required (or --list / --list-defects)\n");
+    return 2;
+  }
+  if (format == "gguf") {
+    fixture::GgufOptions g;
+    g.arch = arch;
+    g.out = out;
+    if (!o.quant.empty()) g.quant = o.quant;
+    g.defects = o.defects;
+    g.seed = o.seed;
+    if (layers) g.layers = layers;
+    if (hidden) g.hidden = hidden;
+    if (experts) g.experts = experts;
+    g.splits = o.shards;
+    fixture::Result r = fixture::make_gguf_fixture(g);
+    if (!r.error.empty()) {
+      std::fprintf(stderr, "ckpt fixture: %s\n", r.error.c_str());
+      return 2;
+    }
+    std::printf("%s: %llu tensors, %zu files, %llu bytes\n", r.model_dir.c_str(), (unsigned long long)r.tensors, r.files.size(),
+                (unsigned long long)r.bytes);
+    return 0;
+  }
+  if (format != "safetensors") {
+    std::fprintf(stderr, "ckpt fixture: --format must be safetensors or gguf\n");
     return 2;
   }
   o.arch = arch;
@@ -65,6 +101,11 @@ int run_fixture(int argc, char** argv) {
   else if (dtype == "F32" || dtype == "f32") o.dtype = st::DType::F32;
   else {
     std::fprintf(stderr, "ckpt fixture: --dtype must be F16, BF16 or F32\n");
+    return 2;
+  }
+  if (format == "pytorch") o.format = Format::pytorch;
+  else if (format != "safetensors") {
+    std::fprintf(stderr, "ckpt fixture: --format must be safetensors or pytorch\n");
     return 2;
   }
   fixture::Result r = fixture::make_fixture(o);

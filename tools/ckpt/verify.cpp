@@ -104,6 +104,12 @@ int run_verify(int argc, char** argv) {
     return 2;
   }
   const Checkpoint& ck = *loaded->checkpoint;
+  // A GGUF-only target is judged for llama.cpp, the runtime its format belongs to, unless
+  // --engine names others.
+  if (engine_args.empty() && ck.shards.empty() && !ck.gguf_models.empty()) {
+    auto gguf_default = engines::parse_selection({"llama.cpp"}, &engine_error);
+    if (gguf_default) selection = std::move(gguf_default);
+  }
   VerifyOptions opts;
   opts.deep = deep;
   opts.engines = &*selection;
@@ -125,6 +131,8 @@ int run_verify(int argc, char** argv) {
   if (std::filesystem::is_directory(target, ec)) {
     report.file_prefix = target;
     if (!report.file_prefix.empty() && report.file_prefix.back() != '/') report.file_prefix += '/';
+  } else if (std::filesystem::is_regular_file(target, ec) && !std::filesystem::path(target).parent_path().empty()) {
+    report.file_prefix = std::filesystem::path(target).parent_path().string() + "/";  // a .gguf target
   }
   for (auto& f : all) {
     if (!ignore_codes.empty() && matches(f.code, ignore_codes)) continue;
