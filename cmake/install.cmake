@@ -30,7 +30,7 @@ if(CKPT_BUILD_FUZZ)
 endif()
 
 # The public API (docs/api.md). Everything else under include/ckpt/ and src/ stays internal.
-set(CKPT_PUBLIC_HEADERS checkpoint.h checks.h engines.h finding.h fixture.h jinja.h json.h name_index.h tensor.h
+set(CKPT_PUBLIC_HEADERS checkpoint.h checks.h engines.h finding.h fixture.h gguf.h jinja.h json.h name_index.h pytorch.h tensor.h
                         report.h safetensors.h)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/version.h.in ${CMAKE_BINARY_DIR}/include/ckpt/version.h @ONLY)
 set(ckpt_header_files ${CMAKE_SOURCE_DIR}/include/ckpt/ckpt.h ${CMAKE_BINARY_DIR}/include/ckpt/version.h)
