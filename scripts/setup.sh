@@ -17,6 +17,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev          # unit tests
   libbenchmark-dev                   # micro-benchmarks
   libcpp-httplib-dev                 # loopback mock hub in tests
+  python3-jsonschema                 # validates every JSON/SARIF report against its schema (tests/package)
+  lintian dpkg-dev fakeroot file     # builds and lints the .deb (tests/package)
   python3 python3-numpy              # test oracles (independent safetensors reader, dequantisation)
   curl                               # fetch benchmark baseline
 )

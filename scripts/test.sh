@@ -19,4 +19,11 @@ if [ "${1:-}" = "--asan" ]; then
   exec ctest --test-dir build-asan --output-on-failure -j2 --timeout 600
 fi
 scripts/setup.sh build
-exec ctest --test-dir build --output-on-failure -j2 --timeout 600
+# Every `ckpt verify --format json|jsonl|sarif` output the tests produce is kept (test_support's
+# run_ckpt) and validated afterwards against docs/report.schema.json and the SARIF 2.1.0 schema.
+export CKPT_CAPTURE_REPORTS="$PWD/build/captured-reports"
+rm -rf "$CKPT_CAPTURE_REPORTS"
+status=0
+ctest --test-dir build --output-on-failure -j2 --timeout 600 || status=$?
+python3 tests/package/validate_reports.py build/ckpt . "$CKPT_CAPTURE_REPORTS" || { rc=$?; [ $rc -eq 77 ] || status=$rc; }  # 77: skipped
+exit $status

@@ -1,6 +1,8 @@
 // The check registry: every finding code, its default severity and title, and the
 // check families that produce them. src/checks/registry.cpp is the only list of codes.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,10 +26,17 @@ struct CheckInfo {
 std::span<const CheckInfo> all_checks();
 const CheckInfo* find_check(std::string_view code);
 
+// Bytes the --deep data pass will read and has read, for a progress display (any thread may
+// read them while run_checks runs).
+struct DeepProgress {
+  std::atomic<uint64_t> total{0}, done{0};
+};
+
 struct VerifyOptions {
   bool deep = false;
   // The engines to judge for (--engine); nullptr = the portable verdict (ckpt/engines.h).
   const engines::Selection* engines = nullptr;
+  DeepProgress* progress = nullptr;  // optional
 };
 
 struct CheckFamily {

@@ -1,4 +1,4 @@
-// Renderers: one Report, four formats (text, json, github, sarif).
+// Renderers: one Report, five formats (text, json, jsonl, github, sarif).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,7 +10,10 @@ namespace ckpt {
 
 struct Summary {
   uint64_t errors = 0, warnings = 0, infos = 0;
-  uint64_t files = 0, tensors = 0, bytes = 0;
+  uint64_t files = 0, tensors = 0, bytes = 0;  // bytes: of the safetensors files
+  // Every file's size (text output only, so `ckpt fetch` and `ckpt verify` print the same
+  // total for a snapshot); 0 = not counted. summary_for() fills it.
+  uint64_t file_bytes = 0;
 };
 
 struct Report {
@@ -23,9 +26,18 @@ struct Report {
 };
 
 Summary count_findings(const std::vector<Finding>& findings);
+struct Checkpoint;
+// count_findings() plus the checkpoint's file, tensor and byte totals.
+Summary summary_for(const std::vector<Finding>& findings, const Checkpoint& ck);
+
+// The version of the JSON report contract (docs/report.schema.json), in every json/jsonl output
+// as "schema_version". Fields are only ever added; this changes only if one changed meaning.
+inline constexpr int kReportSchemaVersion = 1;
 
 std::string render_text(const Report& r, bool color);
 std::string render_json(const Report& r);
+// One finding object per line ({"record":"finding",...}), then one summary line.
+std::string render_jsonl(const Report& r);
 std::string render_github(const Report& r);
 std::string render_sarif(const Report& r);
 

@@ -272,6 +272,7 @@ class Worker {
       if (hasher) hasher->update(buf_.get(), main);
       scan_range(fs, off, off + main, off + static_cast<uint64_t>(got));
       read_total += main;
+      if (opts_.done) opts_.done->fetch_add(main, std::memory_order_relaxed);
       off += main;
       if (main < n) {
         error = "the file ended early: it shrank while it was being read";
@@ -371,6 +372,8 @@ std::vector<FileResult> run(const std::vector<FileJob>& jobs, const Options& opt
   };
   // Largest first, so one big file does not start last and finish alone.
   std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) { return item_size(a) > item_size(b); });
+  if (opts.planned)
+    for (const auto& it : items) opts.planned->fetch_add(item_size(it), std::memory_order_relaxed);
 
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<size_t>(threads, std::max<size_t>(items.size(), 1)));

@@ -3,6 +3,7 @@
 // float tensors for NaN / Inf / all-zero values, on a small thread pool with bounded memory.
 // Internal to src/checks; hashes.cpp turns the results into findings.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -61,6 +62,9 @@ struct Options {
   unsigned threads = 0;            // 0 = hardware concurrency
   size_t read_bytes = 256u << 10;  // one pread, hashed and scanned while it is still in L2
   uint64_t split_bytes = 64u << 20;  // unhashed files are scanned in ranges of about this size
+  // For a progress display (ckpt verify --deep): bytes to read, set before the pass, and read.
+  std::atomic<uint64_t>* planned = nullptr;
+  std::atomic<uint64_t>* done = nullptr;
 };
 
 struct Stats {

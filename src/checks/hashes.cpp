@@ -254,11 +254,13 @@ void report(const Plan& plan, const std::vector<deep::FileResult>& results, Find
     if (job.hash != EtagKind::opaque && res.error.empty() && res.digest != e.digest) {
       out.add("HS001", Severity::error,
               "the content (" + bytes_str(res.size) + ") has " + algo_name(e.kind) + " " + res.digest + " but " +
-                  e.recorded + " " + e.digest + ", the " + algo_name(e.kind) + " it had when downloaded: the bytes "
-                  "changed after download" + also,
+                  e.recorded + " " + e.digest + ": the bytes do not match the " + algo_name(e.kind) +
+                  " they were stored under" + also,
               rel, "",
-              "a corrupted or partially overwritten file (disk error, a tool writing through the cache symlink, an "
-              "interrupted copy or restore); " + e.fix);
+              "what is known is only that these bytes are not the ones that hash was taken of. Either they were "
+              "never checked (the client that stored them did not verify what it received, or a proxy or mirror "
+              "served other bytes) or they changed afterwards (a disk error, a tool writing through the snapshot "
+              "symlink, an interrupted copy or restore); " + e.fix);
     }
 
     for (size_t k = 0; k < plan.tensors[j].size(); ++k) {
@@ -313,7 +315,12 @@ void run(const Checkpoint& ck, const VerifyOptions& opts, FindingSink& out) {
   for (const auto& sh : ck.shards) plan_shard(ck, sh, plan);
   plan_hashes(ck, plan);
   if (plan.jobs.empty()) return;
-  auto results = deep::run(plan.jobs);
+  deep::Options deep_opts;
+  if (opts.progress) {
+    deep_opts.planned = &opts.progress->total;
+    deep_opts.done = &opts.progress->done;
+  }
+  auto results = deep::run(plan.jobs, deep_opts);
   report(plan, results, out);
 }
 

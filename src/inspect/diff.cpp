@@ -378,12 +378,15 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
     pending.push_back(std::move(f));
   }
   std::vector<std::string> errors(jobs.size());
+  if (opts.progress_total)
+    for (const auto& j : jobs) opts.progress_total->fetch_add(j.x->size + j.y->size);
   run_parallel(jobs.size() * 2, opts.threads, [&](size_t i) {
     const HashJob& j = jobs[i / 2];
     FileDiff& f = pending[j.diff_index];
     const FileEntry* e = i % 2 ? j.y : j.x;
     std::string err;
     std::string h = sha256_range(e->abs, 0, e->size, &err);
+    if (opts.progress_done) opts.progress_done->fetch_add(e->size);
     (i % 2 ? f.sha_b : f.sha_a) = h;
     if (h.empty()) errors[i / 2] = e->rel + ": " + err;
   });
@@ -528,6 +531,8 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
     for (const auto& [name, w] : b.weights())
       if (!a.weights().count(name)) d.tensors.push_back({std::string(name), TensorDiff::Added, {}, info_of(w)});
     if (!content.empty()) {
+      if (opts.progress_total)
+        for (const auto& j : content) opts.progress_total->fetch_add((j.x.entry->end - j.x.entry->begin) * 2);
       run_parallel(content.size() * 2, opts.threads, [&](size_t i) {
         ContentJob& j = content[i / 2];
         const Checkpoint& ck = i % 2 ? b : a;
@@ -537,6 +542,7 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
         const uint64_t base = w.shard->header.data_start();
         std::string h = fe ? sha256_range(fe->abs, base + w.entry->begin, base + w.entry->end, &err) : "";
         (i % 2 ? j.hb : j.ha) = h.empty() ? "?" + err : h;
+        if (opts.progress_done) opts.progress_done->fetch_add(j.x.entry->end - j.x.entry->begin);
       });
       for (auto& j : content)
         if (j.ha != j.hb) {

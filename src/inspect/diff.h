@@ -4,6 +4,7 @@
 // tokenizer (tokens added / removed / renumbered, special tokens), tensors (added, removed,
 // reshaped, re-typed, moved between shards; with --deep, content).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -116,6 +117,9 @@ struct Options {
   bool deep = false;     // SHA-256 of weight files of equal size, and of tensors inside changed ones
   size_t context = 3;    // template diff context lines
   unsigned threads = 0;  // hashing threads (0: hardware concurrency)
+  // For a progress display (--deep): bytes to hash, raised as work is planned, and hashed.
+  std::atomic<uint64_t>* progress_total = nullptr;
+  std::atomic<uint64_t>* progress_done = nullptr;
 };
 
 Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts = {});

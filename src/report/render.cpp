@@ -1,6 +1,8 @@
 #include <cstdio>
 #include <map>
+#include <set>
 
+#include "ckpt/checkpoint.h"
 #include "ckpt/checks.h"
 #include "ckpt/json.h"
 #include "ckpt/report.h"
@@ -23,6 +25,15 @@ Summary count_findings(const std::vector<Finding>& findings) {
     else if (f.severity == Severity::warning) ++s.warnings;
     else ++s.infos;
   }
+  return s;
+}
+
+Summary summary_for(const std::vector<Finding>& findings, const Checkpoint& ck) {
+  Summary s = count_findings(findings);
+  s.files = ck.files.size();
+  s.tensors = ck.total_tensors();
+  s.bytes = ck.total_bytes();
+  for (const auto& f : ck.files) s.file_bytes += f.size;
   return s;
 }
 
@@ -62,6 +73,7 @@ std::string render_text(const Report& r, bool color) {
   // Group by file; findings without a file come first under "(checkpoint)".
   std::map<std::string, std::vector<const Finding*>> groups;
   for (const auto& f : r.findings) groups[f.file].push_back(&f);
+  std::set<std::string_view> explained;  // the pointer to `ckpt explain` comes once per code
   for (const auto& [file, list] : groups) {
     out += "\n  " + paint("1", file.empty() ? "(checkpoint)" : file) + "\n";
     for (const Finding* f : list) {
@@ -71,6 +83,7 @@ std::string render_text(const Report& r, bool color) {
       out += "    " + paint(col, sev) + " " + paint("1", f->code) + "  " + f->message + engines_suffix(*f) + "\n";
       if (!f->tensor.empty()) out += "                   tensor: " + f->tensor + "\n";
       if (!f->hint.empty()) out += "                   " + paint("2", "hint: " + f->hint) + "\n";
+      if (explained.insert(f->code).second) out += "                   " + paint("2", "run 'ckpt explain " + f->code + "'") + "\n";
     }
   }
   if (r.findings.empty()) out += "\n  " + paint("32", "no findings") + "\n";
@@ -79,8 +92,9 @@ std::string render_text(const Report& r, bool color) {
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f ms", r.elapsed_ms);
   out += "\n" + verdict + ": " + plural(s.errors, "error") + ", " + plural(s.warnings, "warning") + ", " +
-         plural(s.infos, "info") + " — " + plural(s.files, "file") + ", " + plural(s.tensors, "tensor") + ", " +
-         human_bytes(s.bytes) + " checked in " + ms + "\n";
+         plural(s.infos, "info") + " — " + plural(s.files, "file") +
+         (s.file_bytes ? " (" + human_bytes(s.file_bytes) + ")" : "") + ", " + plural(s.tensors, "tensor") + " in " +
+         human_bytes(s.bytes) + " of safetensors, checked in " + ms + "\n";
   return out;
 }
 
@@ -125,41 +139,71 @@ static void field(std::string& out, const char* key, const std::string& v, bool 
   else quoted_utf8(out, v);
 }
 
+// One finding's members, without the braces (shared by json and jsonl).
+static void finding_members(std::string& out, const Finding& f) {
+  field(out, "code", f.code, false);
+  out += ',';
+  field(out, "severity", std::string(severity_name(f.severity)), false);
+  out += ',';
+  field(out, "message", f.message, false);
+  out += ',';
+  field(out, "file", f.file);
+  out += ',';
+  field(out, "tensor", f.tensor);
+  out += ',';
+  field(out, "hint", f.hint);
+  if (!f.engines.empty()) {  // absent means every engine (keeps older output byte-identical)
+    out += ",\"engines\":[";
+    for (size_t i = 0; i < f.engines.size(); ++i) {
+      if (i) out += ',';
+      quoted_utf8(out, f.engines[i]);
+    }
+    out += ']';
+  }
+}
+
+static void summary_object(std::string& out, const Summary& s) {
+  out += "{\"errors\":" + std::to_string(s.errors) + ",\"warnings\":" + std::to_string(s.warnings) +
+         ",\"infos\":" + std::to_string(s.infos) + ",\"files\":" + std::to_string(s.files) +
+         ",\"tensors\":" + std::to_string(s.tensors) + ",\"bytes\":" + std::to_string(s.bytes) + "}";
+}
+
+// The report header every JSON output starts with: versions, then the target.
+static void report_header(std::string& out, const Report& r) {
+  field(out, "ckpt_version", CKPT_VERSION, false);
+  out += ",\"schema_version\":" + std::to_string(kReportSchemaVersion) + ",";
+  field(out, "target", r.target, false);
+}
+
 std::string render_json(const Report& r) {
   std::string out = "{";
-  field(out, "ckpt_version", CKPT_VERSION, false);
-  out += ',';
-  field(out, "target", r.target, false);
+  report_header(out, r);
   out += ",\"findings\":[";
   bool first = true;
   for (const auto& f : r.findings) {
     out += first ? "{" : ",{";
     first = false;
-    field(out, "code", f.code, false);
-    out += ',';
-    field(out, "severity", std::string(severity_name(f.severity)), false);
-    out += ',';
-    field(out, "message", f.message, false);
-    out += ',';
-    field(out, "file", f.file);
-    out += ',';
-    field(out, "tensor", f.tensor);
-    out += ',';
-    field(out, "hint", f.hint);
-    if (!f.engines.empty()) {  // absent means every engine (keeps older output byte-identical)
-      out += ",\"engines\":[";
-      for (size_t i = 0; i < f.engines.size(); ++i) {
-        if (i) out += ',';
-        quoted_utf8(out, f.engines[i]);
-      }
-      out += ']';
-    }
+    finding_members(out, f);
     out += '}';
   }
-  const Summary& s = r.summary;
-  out += "],\"summary\":{\"errors\":" + std::to_string(s.errors) + ",\"warnings\":" + std::to_string(s.warnings) +
-         ",\"infos\":" + std::to_string(s.infos) + ",\"files\":" + std::to_string(s.files) +
-         ",\"tensors\":" + std::to_string(s.tensors) + ",\"bytes\":" + std::to_string(s.bytes) + "}}\n";
+  out += "],\"summary\":";
+  summary_object(out, r.summary);
+  out += "}\n";
+  return out;
+}
+
+std::string render_jsonl(const Report& r) {
+  std::string out;
+  for (const auto& f : r.findings) {
+    out += "{\"record\":\"finding\",";
+    finding_members(out, f);
+    out += "}\n";
+  }
+  out += "{\"record\":\"summary\",";
+  report_header(out, r);
+  out += ",\"summary\":";
+  summary_object(out, r.summary);
+  out += "}\n";
   return out;
 }
 

@@ -551,7 +551,10 @@ TEST(hs_checks, HS001_tampered_lfs_blob_names_file_expected_and_actual_sha256) {
   EXPECT_EQ(f->severity, Severity::error);
   EXPECT_TRUE(contains(f->message, "has sha256 " + actual)) << f->message;
   EXPECT_TRUE(contains(f->message, "its cache blob is named " + etag)) << f->message;
-  EXPECT_TRUE(contains(f->message, "bytes changed after download")) << f->message;
+  EXPECT_TRUE(contains(f->message, "the bytes do not match the sha256 they were stored under")) << f->message;
+  // It does not claim a change after download: another client may never have checked the bytes.
+  EXPECT_FALSE(contains(f->message + f->hint, "changed after download")) << f->message << f->hint;
+  EXPECT_TRUE(contains(f->hint, "never checked")) << f->hint;
   EXPECT_TRUE(contains(f->hint, "blobs/" + etag)) << f->hint;
 }
 

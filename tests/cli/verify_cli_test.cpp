@@ -81,7 +81,7 @@ TEST(cli_json, exactly_one_object_with_the_contract_keys) {
   ASSERT_TRUE(v.is_object());
   std::vector<std::string> keys;
   for (const auto& [k, _] : v.as_object()) keys.push_back(k);
-  EXPECT_EQ(keys, (std::vector<std::string>{"ckpt_version", "target", "findings", "summary"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"ckpt_version", "schema_version", "target", "findings", "summary"}));
   EXPECT_TRUE(v.find("ckpt_version")->is_string());
   EXPECT_EQ(v.get_string("target"), d.path().string());
   ASSERT_TRUE(v.find("findings")->is_array());

@@ -64,11 +64,29 @@ TEST_F(CliTest, FetchThenResolve) {
   EXPECT_EQ(res.exit_code, 0) << res.err;
   EXPECT_EQ(res.out, snap.string() + "\n");
   int before = static_cast<int>(hub.log().size());
-  auto online = run_ckpt({"resolve", "org/tiny", "--endpoint", hub.endpoint(), "--cache-dir", (tmp.path() / "hub").string()},
+  // Without --refresh the answer comes from the cache's refs, without the network, and says so.
+  auto cached = run_ckpt({"resolve", "org/tiny", "--endpoint", hub.endpoint(), "--cache-dir", (tmp.path() / "hub").string()},
+                         {"HF_HUB_OFFLINE=0"});
+  EXPECT_EQ(cached.exit_code, 0) << cached.err;
+  EXPECT_EQ(cached.out, snap.string() + "\n");
+  EXPECT_EQ(static_cast<int>(hub.log().size()), before) << "no request without --refresh";
+  EXPECT_NE(cached.err.find("main is " + kCommit + ", from the cache's refs (no network"), std::string::npos) << cached.err;
+  auto online = run_ckpt({"resolve", "org/tiny", "--refresh", "--endpoint", hub.endpoint(), "--cache-dir",
+                          (tmp.path() / "hub").string()},
                          {"HF_HUB_OFFLINE=0"});
   EXPECT_EQ(online.exit_code, 0) << online.err;
   EXPECT_EQ(online.out, snap.string() + "\n");
   EXPECT_EQ(static_cast<int>(hub.log().size()), before + 1) << "one revision API call";
+  EXPECT_NE(online.err.find("as the hub says now"), std::string::npos) << online.err;
+  // A moved branch is noticed only when asked.
+  const std::string moved = "4444444444444444444444444444444444444444";
+  hub.add_commit("org/tiny", moved, {});
+  hub.set_ref("org/tiny", "main", moved);
+  auto stale = run_ckpt({"resolve", "org/tiny", "--refresh", "--endpoint", hub.endpoint(), "--cache-dir",
+                         (tmp.path() / "hub").string()},
+                        {"HF_HUB_OFFLINE=0"});
+  EXPECT_EQ(stale.exit_code, 1) << stale.err;
+  EXPECT_NE(stale.err.find("moved upstream"), std::string::npos) << stale.err;
   auto missing = run_ckpt({"resolve", "org/other@main", "--offline", "--cache-dir", (tmp.path() / "hub").string()});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("not in the cache"), std::string::npos) << missing.err;
@@ -96,6 +114,46 @@ TEST_F(CliTest, FailureIsLoudWithBytesAndNonZeroExit) {
             std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(fs::symlink_status(tmp.path() / "hub/models--org--tiny/snapshots" / kCommit / "model.safetensors")));
+}
+
+// A file whose bytes never match its hash comes down twice (one retry from byte 0): the error
+// says what came over the network, not the 0 bytes left on disk.
+TEST_F(CliTest, HashMismatchCountsWhatCameDown) {
+  hub.set_fault("org/tiny", "model.safetensors", {FaultKind::corrupt, 20, 0, 500, -1});
+  auto r = fetch({"org/tiny", "--no-verify"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string n = std::to_string(tiny_safetensors().size());
+  EXPECT_NE(r.err.find("received " + std::to_string(2 * tiny_safetensors().size()) + " bytes over the network for its " +
+                       n + " in 2 attempts; nothing published for it)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("received 0 of"), std::string::npos) << r.err;
+}
+
+// The report printed after a fetch is timed, and both print the same totals for the snapshot.
+TEST_F(CliTest, PostFetchReportTimedWithTheFetchTotals) {
+  auto r = fetch({"org/tiny"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("checked in 0.0 ms"), std::string::npos) << r.out;
+  const std::string total = std::to_string(tiny_safetensors().size() + 24) + " B";  // config.json is 24 bytes
+  EXPECT_NE(r.out.find("2 files (2 downloaded, 0 cached, 0 failed), " + total + ","), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 files (" + total + "), 1 tensor in "), std::string::npos) << r.out;
+  auto snap = tmp.path() / "hub" / "models--org--tiny" / "snapshots" / kCommit;
+  auto v = run_ckpt({"verify", snap.string()});
+  EXPECT_NE(v.out.find("2 files (" + total + "), 1 tensor in "), std::string::npos) << v.out;
+}
+
+// verify finds org/name in the cache --cache-dir names (fetch and resolve take it too).
+TEST_F(CliTest, VerifyCacheDir) {
+  ASSERT_EQ(fetch({"org/tiny", "--no-verify"}).exit_code, 0);
+  auto hub_dir = (tmp.path() / "hub").string();
+  auto v = run_ckpt({"verify", "org/tiny", "--cache-dir", hub_dir, "--format", "json"}, {"HF_HUB_CACHE=/nonexistent"});
+  EXPECT_NE(v.exit_code, 2) << v.err;
+  EXPECT_NE(v.out.find("\"target\":\"org/tiny\""), std::string::npos) << v.out;
+  auto missing = run_ckpt({"verify", "org/tiny"}, {"HF_HUB_CACHE=/nonexistent", "HF_HOME="});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("HF_HUB_CACHE"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("--cache-dir"), std::string::npos) << missing.err;
 }
 
 TEST_F(CliTest, SeveralReposEachReported) {

@@ -52,7 +52,7 @@ TEST(report_json, schema_and_types) {
   ASSERT_TRUE(v.is_object());
   std::vector<std::string> keys;
   for (const auto& [k, _] : v.as_object()) keys.push_back(k);
-  EXPECT_EQ(keys, (std::vector<std::string>{"ckpt_version", "target", "findings", "summary"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"ckpt_version", "schema_version", "target", "findings", "summary"}));
   EXPECT_TRUE(member(v, "ckpt_version").is_string());
   EXPECT_EQ(member(v, "target").as_string(), "/models/m");
   const auto& fs_ = member(v, "findings").as_array();
@@ -193,13 +193,55 @@ TEST(report_text, verdict_codes_and_grouping) {
   EXPECT_TRUE(contains(out, "tensor: lm_head.weight")) << out;
   EXPECT_TRUE(contains(out, "(checkpoint)")) << out;
   EXPECT_TRUE(contains(out, "FAIL: 1 error, 1 warning, 1 info")) << out;
-  EXPECT_TRUE(contains(out, "3 files, 7 tensors")) << out;
+  EXPECT_TRUE(contains(out, "3 files, 7 tensors in 1.2 KiB of safetensors, checked in")) << out;
   Report ok;
   ok.target = "m";
   std::string o2 = render_text(ok, false);
   EXPECT_TRUE(contains(o2, "no findings")) << o2;
   EXPECT_TRUE(contains(o2, "OK: 0 errors")) << o2;
   EXPECT_NE(render_text(sample(), true).find("\033["), std::string::npos);
+}
+
+// The first finding of each code points at `ckpt explain CODE`, once per code.
+TEST(report_text, explain_hint_once_per_code) {
+  Report r = sample();
+  r.findings.push_back({"ST014", Severity::error, "another short file", "z.safetensors", "", ""});
+  r.summary = count_findings(r.findings);
+  std::string out = render_text(r, false);
+  for (const char* code : {"ST014", "ST017", "FS009"}) {
+    std::string hint = std::string("run 'ckpt explain ") + code + "'";
+    size_t first = out.find(hint);
+    EXPECT_NE(first, std::string::npos) << code << "\n" << out;
+    EXPECT_EQ(out.find(hint, first + 1), std::string::npos) << code << " hinted twice\n" << out;
+  }
+  // After the finding's own hint line, before the next finding.
+  EXPECT_TRUE(contains(out, "hint: re-download\n                   run 'ckpt explain ST014'\n")) << out;
+  EXPECT_FALSE(contains(render_text(Report{}, false), "ckpt explain"));
+}
+
+TEST(report_jsonl, one_finding_per_line_then_the_summary) {
+  Report r = sample();
+  std::string out = render_jsonl(r);
+  std::vector<json::Value> lines;
+  size_t start = 0;
+  while (start < out.size()) {
+    size_t nl = out.find('\n', start);
+    ASSERT_NE(nl, std::string::npos) << "every line ends with a newline";
+    auto p = json::parse(out.substr(start, nl - start));
+    ASSERT_TRUE(p.ok()) << out.substr(start, nl - start);
+    lines.push_back(p.value);
+    start = nl + 1;
+  }
+  ASSERT_EQ(lines.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(lines[i].get_string("record"), "finding");
+    EXPECT_EQ(lines[i].get_string("code"), r.findings[i].code);
+  }
+  EXPECT_EQ(lines[3].get_string("record"), "summary");
+  EXPECT_EQ(lines[3].get_string("target"), "/models/m");
+  EXPECT_EQ(member(lines[3], "schema_version").as_int(), kReportSchemaVersion);
+  EXPECT_EQ(member(member(lines[3], "summary"), "errors").as_int(), 1);
+  EXPECT_EQ(render_jsonl(Report{}).find("\"record\":\"finding\""), std::string::npos);
 }
 
 }  // namespace

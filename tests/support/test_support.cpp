@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -133,10 +134,29 @@ CommandResult run_program(const std::vector<std::string>& argv, const std::vecto
   return r;
 }
 
+// With CKPT_CAPTURE_REPORTS=DIR, every `ckpt verify --format json|jsonl|sarif` output a test
+// produces is kept in DIR, so tests/package/validate_reports.py can validate all of them
+// against docs/report.schema.json and the SARIF schema.
+static void capture_report(const std::vector<std::string>& args, const CommandResult& r) {
+  const char* dir = std::getenv("CKPT_CAPTURE_REPORTS");
+  if (!dir || !*dir || args.empty() || args[0] != "verify" || r.out.empty()) return;
+  std::string format;
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--format") format = args[i + 1];
+  if (format != "json" && format != "jsonl" && format != "sarif") return;
+  static std::atomic<unsigned> counter{0};
+  std::filesystem::create_directories(dir);
+  write_text(std::filesystem::path(dir) /
+                 (std::to_string(::getpid()) + "-" + std::to_string(counter++) + "." + format),
+             r.out);
+}
+
 CommandResult run_ckpt(const std::vector<std::string>& args, const std::vector<std::string>& extra_env) {
   std::vector<std::string> argv{CKPT_CLI_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_program(argv, extra_env);
+  CommandResult r = run_program(argv, extra_env);
+  capture_report(args, r);
+  return r;
 }
 
 }  // namespace ckpt::test

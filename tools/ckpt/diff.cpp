@@ -1,6 +1,8 @@
 // ckpt diff A B: exactly what changed between two checkpoints. Exit 0 identical, 1 different,
 // 2 usage or unreadable target, like diff(1).
+#include <atomic>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +11,7 @@
 #include "ckpt/timings.h"
 #include "inspect/diff.h"
 #include "cli_parse.h"
+#include "progress.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -30,6 +33,11 @@ int run_diff(int argc, char** argv) {
   app.add_flag("--deep", o.deep,
                "read the weights: SHA-256 of weight files of equal size, and of each tensor inside files that differ");
   app.add_option("--context", o.context, "context lines around template changes (default 3)");
+  bool quiet = false;
+  double progress_interval = 5;
+  app.add_flag("--quiet,-q", quiet, "no progress output");
+  app.add_option("--progress-interval", progress_interval,
+                 "seconds between plain progress lines of --deep when stderr is not a terminal (or CI is set)");
   if (auto code = parse_args(app, argc, argv)) return *code;
   timings::mark("cli: parse arguments");
   // both sides load concurrently; deliberately never freed (the process exits after rendering)
@@ -45,7 +53,13 @@ int run_diff(int argc, char** argv) {
       return 2;
     }
   timings::mark("diff: load both");
+  std::atomic<uint64_t> total{0}, done{0};
+  o.progress_total = &total;
+  o.progress_done = &done;
+  std::optional<ByteProgress> bar;
+  if (o.deep) bar.emplace("diff --deep", done, total, quiet, progress_interval);
   diff::Diff d = diff::diff(*la->checkpoint, *lb->checkpoint, o);
+  if (bar) bar->stop();
   timings::mark("diff: compare");
   std::string text = format == "json" ? diff::render_json(d) : diff::render_text(d);
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -309,9 +309,15 @@ int run_fetch(int argc, char** argv) {
       if (!f.ok) {
         ++failed;
         std::string msg = f.error.rfind(f.path + ":", 0) == 0 ? f.error : f.path + ": " + f.error;
-        std::fprintf(stderr, "::error::ckpt fetch %s: %s (received %llu of %llu bytes; nothing published for it) [%s]\n",
-                     label.c_str(), msg.c_str(), static_cast<unsigned long long>(f.received),
-                     static_cast<unsigned long long>(f.expected), code(f.kind).c_str());
+        // What came over the network in this run (a file fetched twice after a hash mismatch
+        // counts twice), not what is left on disk (a corrupt download is discarded).
+        std::string got = f.downloaded <= f.expected
+                              ? "received " + std::to_string(f.downloaded) + " of " + std::to_string(f.expected) + " bytes"
+                              : "received " + std::to_string(f.downloaded) + " bytes over the network for its " +
+                                    std::to_string(f.expected) + " in " + std::to_string(f.retries + 1) + " attempts";
+        if (f.received && f.received != f.downloaded) got += ", " + std::to_string(f.received) + " kept for a resume";
+        std::fprintf(stderr, "::error::ckpt fetch %s: %s (%s; nothing published for it) [%s]\n", label.c_str(),
+                     msg.c_str(), got.c_str(), code(f.kind).c_str());
       } else if (f.cached && f.downloaded == 0) {
         ++cached;
       } else {
@@ -342,6 +348,7 @@ int run_fetch(int argc, char** argv) {
       if (!quiet) std::printf("verify: skipped (only part of the repo was requested)\n");
       continue;
     }
+    auto verify_start = std::chrono::steady_clock::now();
     LoadResult loaded = load_checkpoint(r.snapshot_dir.string());
     if (loaded.error) {
       std::fprintf(stderr, "::error::ckpt fetch %s: verify could not load the snapshot: %s\n", label.c_str(),
@@ -354,10 +361,8 @@ int run_fetch(int argc, char** argv) {
     rep.target = r.snapshot_dir.string();
     rep.root = loaded.checkpoint->root.string();
     rep.findings = findings;
-    rep.summary = count_findings(rep.findings);
-    rep.summary.files = loaded.checkpoint->files.size();
-    rep.summary.tensors = loaded.checkpoint->total_tensors();
-    rep.summary.bytes = loaded.checkpoint->total_bytes();
+    rep.summary = summary_for(rep.findings, *loaded.checkpoint);
+    rep.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - verify_start).count();
     std::string text = render_text(rep, false);
     std::printf("verify:\n%s", text.c_str());
     std::fflush(stdout);

@@ -1,5 +1,6 @@
 // ckpt resolve org/name[@revision]: print the cached snapshot directory for a revision, so a
-// launcher verifies and serves the same directory. --offline never touches the network.
+// launcher verifies and serves the same directory. It answers from the cache's refs without the
+// network (as huggingface_hub's try_to_load_from_cache does); --refresh asks the hub first.
 #include <cstdio>
 #include <cstdlib>
 
@@ -14,9 +15,9 @@ namespace ckpt::cli {
 namespace {
 
 int run_resolve(int argc, char** argv) {
-  CLI::App app{"Print the local snapshot directory of org/name[@revision]. Without --offline the revision is "
-               "first asked of the hub (one API call) so a moved branch is noticed; with --offline (or "
-               "HF_HUB_OFFLINE=1) only refs/ in the cache is read. Exit 0: printed; 1: not cached; 2: usage."};
+  CLI::App app{"Print the local snapshot directory of org/name[@revision], read from the cache's refs/ without "
+               "the network. --refresh first asks the hub what the revision is now (one API call), so a moved "
+               "branch is noticed. stderr says which was done. Exit 0: printed; 1: not cached; 2: usage."};
   app.name(argv[0]);
   std::string target, cache_dir;
   hub::FetchOptions o;
@@ -24,7 +25,9 @@ int run_resolve(int argc, char** argv) {
   app.add_option("--cache-dir", cache_dir, "hub cache directory");
   app.add_option("--endpoint", o.endpoint, "hub URL (default: HF_ENDPOINT or https://huggingface.co)");
   app.add_option("--token", o.token, "access token");
-  app.add_flag("--offline", o.offline, "read only the local cache");
+  bool refresh = false;
+  app.add_flag("--refresh", refresh, "ask the hub what the revision points at now before answering");
+  app.add_flag("--offline", o.offline, "never touch the network, even with --refresh (also HF_HUB_OFFLINE=1)");
   if (auto code = parse_args(app, argc, argv)) return *code;
   std::string err;
   auto spec = hub::parse_repo_spec(target, &err);
@@ -35,12 +38,15 @@ int run_resolve(int argc, char** argv) {
   o.cache_dir = cache_dir;
   hub::apply_environment(o);
   hub::RepoSpec local = *spec;
-  if (!o.offline && !hub::is_commit(spec->revision)) {
+  bool asked_hub = false;
+  if (refresh && o.offline) std::fprintf(stderr, "ckpt resolve: --refresh ignored: offline\n");
+  if (refresh && !o.offline && !hub::is_commit(spec->revision)) {
     o.retries = 2;
     o.stall_timeout = 10;
     o.stall_bytes = 1;
     auto rr = hub::resolve_remote(*spec, o);
     if (rr.ok) {
+      asked_hub = true;
       local.revision = rr.commit;
       auto cached = hub::resolve_local(*spec, o.cache_dir);
       if (cached.ok && cached.commit != rr.commit)
@@ -59,6 +65,13 @@ int run_resolve(int argc, char** argv) {
     std::fprintf(stderr, "ckpt resolve: %s\n", res.error.c_str());
     return 1;
   }
+  if (hub::is_commit(spec->revision))
+    std::fprintf(stderr, "ckpt resolve: commit %s, from the cache (no network)\n", res.commit.c_str());
+  else if (asked_hub)
+    std::fprintf(stderr, "ckpt resolve: %s is %s, as the hub says now\n", spec->revision.c_str(), res.commit.c_str());
+  else
+    std::fprintf(stderr, "ckpt resolve: %s is %s, from the cache's refs (no network; --refresh asks the hub)\n",
+                 spec->revision.c_str(), res.commit.c_str());
   std::printf("%s\n", res.snapshot_dir.string().c_str());
   return 0;
 }

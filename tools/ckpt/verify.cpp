@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +16,7 @@
 #include "ckpt/report.h"
 #include "ckpt/timings.h"
 #include "cli_parse.h"
+#include "progress.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -48,12 +51,13 @@ int run_verify(int argc, char** argv) {
                "and every check family ckpt has (--deep also reads the tensor data). "
                "Exit 0: no error; 1: findings; 2: usage or unreadable target."};
   app.name(argv[0]);
-  std::string target, format = "text";
-  bool deep = false, strict = false;
+  std::string target, format = "text", cache_dir;
+  bool deep = false, strict = false, quiet = false;
+  double progress_interval = 5;
   std::vector<std::string> ignore, select, engine_args;
   app.add_option("TARGET", target, "model directory, HF cache snapshot directory, or org/name[@revision] in the local HF cache")
       ->required();
-  app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json", "github", "sarif"}));
+  app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json", "jsonl", "github", "sarif"}));
   app.add_flag("--deep", deep,
                "also read every byte of tensor data (HS family): content hashes against the cache's etags, "
                "NaN/Inf/all-zero scans of float tensors; read-only, parallel, one pass per file");
@@ -64,7 +68,15 @@ int run_verify(int argc, char** argv) {
                  "judge for these engines (repeatable, comma-separated; NAME or NAME@VERSION, see `ckpt engines`): "
                  "what breaks them is an error, findings for other engines only are dropped. Without it: the "
                  "portable verdict");
+  app.add_option("--cache-dir", cache_dir,
+                 "hub cache an org/name TARGET is looked up in (default: HF_HUB_CACHE, $HF_HOME/hub, "
+                 "~/.cache/huggingface/hub)");
+  app.add_flag("--quiet,-q", quiet, "no progress output");
+  app.add_option("--progress-interval", progress_interval,
+                 "seconds between plain progress lines of --deep when stderr is not a terminal (or CI is set)");
   if (auto code = parse_args(app, argc, argv)) return *code;
+  // The loader finds the cache as every hub client does, through HF_HUB_CACHE.
+  if (!cache_dir.empty()) setenv("HF_HUB_CACHE", cache_dir.c_str(), 1);
   auto ignore_codes = split_codes(ignore), select_codes = split_codes(select);
   for (const auto& c : ignore_codes)
     if (c.size() < 2) {
@@ -85,7 +97,10 @@ int run_verify(int argc, char** argv) {
   // and the process exits right after rendering.
   auto* loaded = new LoadResult(load_checkpoint(target));
   if (loaded->error) {
-    std::fprintf(stderr, "ckpt verify: %s\n", loaded->error->message.c_str());
+    std::fprintf(stderr, "ckpt verify: %s%s\n", loaded->error->message.c_str(),
+                 cache_dir.empty() && looks_like_repo_id(target) && !std::filesystem::exists(target)
+                     ? "; --cache-dir DIR names the cache directly"
+                     : "");
     return 2;
   }
   const Checkpoint& ck = *loaded->checkpoint;
@@ -98,7 +113,14 @@ int run_verify(int argc, char** argv) {
   VerifyOptions opts;
   opts.deep = deep;
   opts.engines = &*selection;
-  std::vector<Finding> all = run_checks(ck, opts);
+  DeepProgress deep_progress;
+  opts.progress = &deep_progress;
+  std::vector<Finding> all;
+  {
+    std::optional<ByteProgress> bar;
+    if (deep) bar.emplace("verify --deep " + target, deep_progress.done, deep_progress.total, quiet, progress_interval);
+    all = run_checks(ck, opts);
+  }
   timings::mark("checks: sort findings");
   auto t1 = std::chrono::steady_clock::now();
 
@@ -117,14 +139,12 @@ int run_verify(int argc, char** argv) {
     if (!select_codes.empty() && !matches(f.code, select_codes)) continue;
     report.findings.push_back(std::move(f));
   }
-  report.summary = count_findings(report.findings);
-  report.summary.files = ck.files.size();
-  report.summary.tensors = ck.total_tensors();
-  report.summary.bytes = ck.total_bytes();
+  report.summary = summary_for(report.findings, ck);
   report.elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
 
   std::string text;
   if (format == "json") text = render_json(report);
+  else if (format == "jsonl") text = render_jsonl(report);
   else if (format == "github") text = render_github(report);
   else if (format == "sarif") text = render_sarif(report);
   else {
