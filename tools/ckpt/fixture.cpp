@@ -55,8 +55,7 @@ int run_fixture(int argc, char** argv) {
     std::printf("%-32s %-6s %s\n", "defect", "code", "incident");
     for (const auto* list : {&fixture::defects(), &fixture::pytorch_defects(), &fixture::gguf_defects()})
       for (const auto& d : *list)
-        std::printf("%-32.*s %-6.*s %.*s%s
-", int(d.name.size()), d.name.data(), int(d.code.size()), d.code.data(),
+        std::printf("%-32.*s %-6.*s %.*s%s\n", int(d.name.size()), d.name.data(), int(d.code.size()), d.code.data(),
                     int(d.incident.size()), d.incident.data(),
                     list == &fixture::gguf_defects() ? " (--format gguf)"
                     : d.needs == "pytorch"            ? " (--format pytorch)"
