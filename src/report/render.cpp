@@ -94,7 +94,7 @@ std::string render_text(const Report& r, bool color) {
   out += "\n" + verdict + ": " + plural(s.errors, "error") + ", " + plural(s.warnings, "warning") + ", " +
          plural(s.infos, "info") + " — " + plural(s.files, "file") +
          (s.file_bytes ? " (" + human_bytes(s.file_bytes) + ")" : "") + ", " + plural(s.tensors, "tensor") + " in " +
-         human_bytes(s.bytes) + " of safetensors, checked in " + ms + "\n";
+         human_bytes(s.bytes) + " of weights, checked in " + ms + "\n";
   return out;
 }
 

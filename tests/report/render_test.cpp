@@ -193,7 +193,7 @@ TEST(report_text, verdict_codes_and_grouping) {
   EXPECT_TRUE(contains(out, "tensor: lm_head.weight")) << out;
   EXPECT_TRUE(contains(out, "(checkpoint)")) << out;
   EXPECT_TRUE(contains(out, "FAIL: 1 error, 1 warning, 1 info")) << out;
-  EXPECT_TRUE(contains(out, "3 files, 7 tensors in 1.2 KiB of safetensors, checked in")) << out;
+  EXPECT_TRUE(contains(out, "3 files, 7 tensors in 1.2 KiB of weights, checked in")) << out;
   Report ok;
   ok.target = "m";
   std::string o2 = render_text(ok, false);

@@ -22,7 +22,9 @@ int run_fixture(int argc, char** argv) {
   app.add_option("--quant", o.quant,
                  "quantization scheme: mlx4, mlx8, ct-int4, gptq4, fp8; with --format gguf a ggml type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 "
                  "q5_1 q2_k q3_k q4_k q5_k q6_k (default f16)");
-  app.add_option("--format", format, "safetensors (default) or gguf (llama.cpp's layout, keys and tensor names)");
+  app.add_option("--format", format,
+                 "weight format: safetensors (default), gguf (llama.cpp's layout, keys and tensor names) or pytorch "
+                 "(torch.save zip .bin files)");
   app.add_option("--defect", o.defects, "plant a defect (repeatable; see --list-defects)");
   app.add_option("--seed", o.seed, "seed of the weight generator (default 0)");
   app.add_option("--layers", layers, "number of decoder layers");
@@ -30,7 +32,6 @@ int run_fixture(int argc, char** argv) {
   app.add_option("--experts", experts, "routed experts (MoE architectures)");
   app.add_option("--shards", o.shards, "number of safetensors shards (>1 writes an index)");
   app.add_option("--dtype", dtype, "float dtype: F16 (default), BF16, F32");
-  app.add_option("--format", format, "weight format: safetensors (default) or pytorch (torch.save zip .bin files)");
   app.add_option("--hf-cache", o.hf_repo, "write a Hugging Face cache layout for org/name under OUT_DIR");
   app.add_flag("--unigram", o.unigram, "Unigram tokenizer instead of byte-level BPE");
   app.add_flag("--list", list, "list architectures and quantization schemes");
@@ -86,10 +87,6 @@ int run_fixture(int argc, char** argv) {
                 (unsigned long long)r.bytes);
     return 0;
   }
-  if (format != "safetensors") {
-    std::fprintf(stderr, "ckpt fixture: --format must be safetensors or gguf\n");
-    return 2;
-  }
   o.arch = arch;
   o.out = out;
   if (layers) o.layers = layers;
@@ -104,7 +101,7 @@ int run_fixture(int argc, char** argv) {
   }
   if (format == "pytorch") o.format = Format::pytorch;
   else if (format != "safetensors") {
-    std::fprintf(stderr, "ckpt fixture: --format must be safetensors or pytorch\n");
+    std::fprintf(stderr, "ckpt fixture: --format must be safetensors, gguf or pytorch\n");
     return 2;
   }
   fixture::Result r = fixture::make_fixture(o);
