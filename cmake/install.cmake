@@ -24,7 +24,8 @@ target_include_directories(ckpt_library INTERFACE
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 # The public headers include only the standard library: the dependencies are private (a static
 # libckpt still needs them at link time, which CMake exports as $<LINK_ONLY:...>).
-target_link_libraries(ckpt_library PRIVATE simdjson::simdjson fmt::fmt CURL::libcurl OpenSSL::Crypto Threads::Threads)
+target_link_libraries(ckpt_library PRIVATE simdjson::simdjson fmt::fmt CURL::libcurl OpenSSL::Crypto Threads::Threads
+                      ZLIB::ZLIB LibLZMA::LibLZMA)  # zip members and 7z archives of the pickle scan
 if(CKPT_BUILD_FUZZ)
   set_target_properties(ckpt_library PROPERTIES EXCLUDE_FROM_ALL ON)
 endif()

@@ -69,7 +69,7 @@ set(CPACK_DEBIAN_CKPT_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_NAME ckpt-dev)
 set(CPACK_DEBIAN_CKPT-DEV_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_DEPENDS "libsimdjson-dev, libfmt-dev, libcurl4-openssl-dev | libcurl-dev, libssl-dev")
+set(CPACK_DEBIAN_CKPT-DEV_PACKAGE_DEPENDS "libsimdjson-dev, libfmt-dev, libcurl4-openssl-dev | libcurl-dev, libssl-dev, zlib1g-dev, liblzma-dev")
 # The DEB generator takes a package's description from these (first line: the synopsis).
 # Line 1 is the synopsis; CPack indents the rest (lintian: at most 80 columns).
 set(CKPT_DEB_DESCRIPTION "verify LLM checkpoints before an inference server loads them

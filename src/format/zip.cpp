@@ -67,7 +67,7 @@ void check_member(const Source& src, Member& m, std::vector<Problem>& problems) 
                         }() + " set (torch writes only 0x8 and 0x800)", m.header_offset});
   if (m.method != 0 && m.method != 8)
     problems.push_back({Issue::UnsupportedMethod, m.name,
-                        "compression method " + std::to_string(m.method) + " (only stored 0 and deflate 8 are read)",
+                        "compression method " + std::to_string(m.method) + " (only methods 0, stored, and 8, deflated, are read)",
                         m.header_offset});
   if (m.local_ok) {
     const auto end = io::checked_add(m.data_offset, m.compressed_size);
