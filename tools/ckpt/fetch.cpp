@@ -19,6 +19,7 @@
 #include "ckpt/hub.h"
 #include "ckpt/report.h"
 #include "cli_parse.h"
+#include "progress.h"
 #include "subcommand.h"
 
 namespace ckpt::cli {
@@ -29,28 +30,6 @@ std::atomic<bool> g_cancel{false};
 
 void on_signal(int) {
   if (g_cancel.exchange(true)) std::_Exit(130);  // second Ctrl-C: leave now
-}
-
-std::string human(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 4) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-  return buf;
-}
-
-std::string eta(double secs) {
-  if (!std::isfinite(secs) || secs < 0 || secs > 360000) return "--";
-  char buf[32];
-  int s = static_cast<int>(secs);
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", s / 3600, s / 60 % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ds", s);
-  return buf;
 }
 
 // A file name is anything whose last component has a usual checkpoint-file extension;
@@ -126,8 +105,8 @@ class Progress {
     double rate = el > 0 ? got / el : 0;
     char buf[256];
     std::snprintf(buf, sizeof buf, "%s: %s / %s (%.0f%%) %s/s ETA %s, %d/%zu files done, %d active, %d retries",
-                  label_.c_str(), human(got).c_str(), human(total).c_str(), total ? 100.0 * got / total : 0.0,
-                  human(rate).c_str(), eta(rate > 0 ? (total - std::min(got, total)) / rate : NAN).c_str(), done,
+                  label_.c_str(), progress_bytes(got).c_str(), progress_bytes(total).c_str(), total ? 100.0 * got / total : 0.0,
+                  progress_bytes(rate).c_str(), progress_eta(rate > 0 ? (total - std::min(got, total)) / rate : NAN).c_str(), done,
                   std::max(planned_files_, files_.size()), active, retries);
     return buf;
   }
@@ -152,7 +131,7 @@ class Progress {
       double frac = f.total ? double(f.received) / f.total : 0;
       std::string name = path.size() > 40 ? "…" + path.substr(path.size() - 39) : path;
       std::fprintf(stderr, "  %-40s %s %5.1f%% %s%s\n", name.c_str(), bar(frac, 20).c_str(), frac * 100,
-                   human(f.total).c_str(), f.retries ? (" retries " + std::to_string(f.retries)).c_str() : "");
+                   progress_bytes(f.total).c_str(), f.retries ? (" retries " + std::to_string(f.retries)).c_str() : "");
       ++lines;
     }
     uint64_t got, total;
@@ -333,8 +312,8 @@ int run_fetch(int argc, char** argv) {
     double rate = r.seconds > 0 ? r.bytes_downloaded / r.seconds : 0;
     std::printf("%s %s -> %s: %zu files (%zu downloaded, %zu cached, %zu failed), %s, %s over the network in %.2f s (%s/s)\n",
                 r.ok ? "fetched" : "FAILED", label.c_str(), r.commit.empty() ? "?" : r.commit.c_str(), r.files.size(),
-                fetched, cached, failed, human(bytes).c_str(), human(r.bytes_downloaded).c_str(), r.seconds,
-                human(rate).c_str());
+                fetched, cached, failed, progress_bytes(bytes).c_str(), progress_bytes(r.bytes_downloaded).c_str(), r.seconds,
+                progress_bytes(rate).c_str());
     if (!r.ok) {
       std::fprintf(stderr, "::error::ckpt fetch %s: %s [%s]\n", label.c_str(), r.error.c_str(), code(r.kind).c_str());
       status = 1;
