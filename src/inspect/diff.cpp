@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "ckpt/gguf.h"
 #include "ckpt/jinja.h"
 #include "hub/hash.h"
 
@@ -239,7 +241,21 @@ jinja::Discovery templates_of(const Checkpoint& ck) {
     if (t.ok()) in.jinja_files.emplace_back(t.file, t.text);
   if (ck.tokenizer_config.ok()) in.tokenizer_config = &ck.tokenizer_config.value;
   if (ck.chat_template_json.ok()) in.chat_template_json = &ck.chat_template_json.value;
-  return jinja::discover_templates(in);
+  jinja::Discovery d = jinja::discover_templates(in);
+  // a GGUF carries its templates in the metadata (llama.cpp reads tokenizer.chat_template, and
+  // tokenizer.chat_template.<name> for named ones)
+  if (d.templates.empty() && !ck.gguf_models.empty())
+    if (const Shard* s = ck.gguf_models.front().first(ck.gguf_shards); s && s->gguf)
+      for (const auto& kv : s->gguf->kvs) {
+        if (kv.value.type != gguf::ValueType::STRING) continue;
+        const std::string_view key = kv.key, base = "tokenizer.chat_template";
+        if (key == base)
+          d.templates.push_back({"default", s->file, "GGUF " + std::string(base), std::string(kv.value.str)});
+        else if (key.size() > base.size() + 1 && key.substr(0, base.size() + 1) == std::string(base) + ".")
+          d.templates.push_back({std::string(key.substr(base.size() + 1)), s->file, "GGUF " + std::string(key),
+                                 std::string(kv.value.str)});
+      }
+  return d;
 }
 
 TensorInfo info_of(const Checkpoint::WeightTensor& w) {
@@ -248,6 +264,89 @@ TensorInfo info_of(const Checkpoint::WeightTensor& w) {
   i.file = w.shard->file;
   i.shape.assign(w.entry->shape.begin(), w.entry->shape.end());
   return i;
+}
+
+// The tensors a loader sees on one side: the weight map (safetensors, pickles), then the
+// tensors of every GGUF model as the GGUF names them.
+class TensorTable {
+ public:
+  explicit TensorTable(const Checkpoint& ck) : w_(ck.weights()) {
+    for (const auto& s : ck.gguf_shards)
+      for (const auto& e : s.header.tensors)
+        if (!w_.count(e.name) && gguf_.emplace(e.name, Checkpoint::WeightTensor{&e, &s}).second)
+          gguf_rows_.push_back({e.name, {&e, &s}});
+  }
+  std::optional<Checkpoint::WeightTensor> find(std::string_view n) const {
+    if (auto it = w_.find(n); it != w_.end()) return (*it).second;
+    if (auto it = gguf_.find(n); it != gguf_.end()) return it->second;
+    return std::nullopt;
+  }
+  template <class F>
+  void each(F&& f) const {
+    for (const auto& [n, t] : w_) f(n, t);
+    for (const auto& [n, t] : gguf_rows_) f(n, t);
+  }
+  size_t size() const { return w_.size() + gguf_rows_.size(); }
+
+ private:
+  const Checkpoint::WeightMap& w_;
+  std::unordered_map<std::string_view, Checkpoint::WeightTensor> gguf_;
+  std::vector<std::pair<std::string_view, Checkpoint::WeightTensor>> gguf_rows_;
+};
+
+// The metadata of a side's first GGUF model as a JSON object (key -> value; chat templates
+// excluded: they are diffed as templates). Arrays of more than
+// 64 elements (the vocabulary, scores, merges) stand as a summary with a content hash, so a
+// changed token list shows as one changed key, not thousands.
+json::Value gguf_metadata(const Checkpoint& ck) {
+  json::Object o;
+  if (ck.gguf_models.empty()) return o;
+  const Shard* s = ck.gguf_models.front().first(ck.gguf_shards);
+  if (!s || !s->gguf) return o;
+  auto scalar = [](const gguf::Value& v) -> json::Value {
+    switch (v.type) {
+      case gguf::ValueType::STRING: return std::string(v.str);
+      case gguf::ValueType::BOOL: return v.bits != 0;
+      case gguf::ValueType::F32:
+      case gguf::ValueType::F64: return v.as_float().value_or(0.0);
+      default:
+        if (auto i = v.as_int()) return *i;
+        if (auto u = v.as_uint()) return std::to_string(*u);
+        return nullptr;
+    }
+  };
+  for (const auto& kv : s->gguf->kvs) {
+    if (kv.key.substr(0, 23) == "tokenizer.chat_template") continue;  // the templates' own diff shows them
+    const gguf::Value& v = kv.value;
+    json::Value out;
+    if (!v.is_array()) {
+      out = scalar(v);
+    } else if (v.count <= 64) {
+      json::Array arr;
+      for (uint64_t i = 0; i < v.count; ++i) {
+        if (v.elem == gguf::ValueType::STRING) arr.emplace_back(i < v.strings.size() ? std::string(v.strings[i]) : "");
+        else if (v.elem == gguf::ValueType::F32 || v.elem == gguf::ValueType::F64) arr.emplace_back(v.float_at(i).value_or(0.0));
+        else if (auto x = v.int_at(i)) arr.emplace_back(*x);
+        else arr.emplace_back(std::to_string(v.uint_at(i).value_or(0)));
+      }
+      out = std::move(arr);
+    } else {
+      uint64_t h = 1469598103934665603ull;  // FNV-1a over the elements as stored
+      auto mix = [&](std::string_view bytes) {
+        for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+        h = (h ^ 0xFF) * 1099511628211ull;
+      };
+      if (v.elem == gguf::ValueType::STRING)
+        for (auto sv : v.strings) mix(sv);
+      else
+        mix(v.raw);
+      char buf[17];
+      std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+      out = v.type_text() + " of " + std::to_string(v.count) + " (content " + buf + ")";
+    }
+    o.push_back({std::string(kv.key), std::move(out)});
+  }
+  return o;
 }
 
 Side side_of(const Checkpoint& ck) {
@@ -259,7 +358,7 @@ Side side_of(const Checkpoint& ck) {
     s.commit = ck.cache->commit;
   }
   s.files = ck.files.size();
-  s.tensors = ck.weights().size();
+  s.tensors = TensorTable(ck).size();
   return s;
 }
 
@@ -435,6 +534,11 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
     if (ma || mb) json_diff(fa_name.empty() ? fb_name : fa_name, "/metadata", ma, mb, d.values);
   }
 
+  if (!a.gguf_models.empty() || !b.gguf_models.empty()) {
+    const json::Value ma = gguf_metadata(a), mb = gguf_metadata(b);
+    json_diff("GGUF metadata", "", &ma, &mb, d.values);
+  }
+
   // ---- chat templates
   {
     jinja::Discovery da = templates_of(a), db = templates_of(b);
@@ -496,7 +600,7 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
   // ---- tensors
   {
     // lookups go through each side's name index (NameIndex over the entries' hashed names)
-    const auto& wb = b.weights();
+    const TensorTable ta(a), tb(b);
     struct ContentJob {
       std::string name;
       Checkpoint::WeightTensor x, y;
@@ -508,28 +612,32 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
       if (f.change == Change::Changed) changed_files.insert(f.path);
     std::set<std::string> changed_names;
     uint64_t common = 0;
-    for (const auto& [name, w] : a.weights()) {
-      auto it = wb.find(name);
-      if (it == wb.end()) {
+    ta.each([&](std::string_view name, const Checkpoint::WeightTensor& w) {
+      const auto other = tb.find(name);
+      if (!other) {
         d.tensors.push_back({std::string(name), TensorDiff::Removed, info_of(w), {}});
-        continue;
+        return;
       }
-      const Checkpoint::WeightTensor y = (*it).second;
+      const Checkpoint::WeightTensor y = *other;
       ++common;
       const bool same_shape = w.entry->shape == y.entry->shape, same_type = w.entry->dtype == y.entry->dtype;
       bool changed = false;
       if (!same_shape) d.tensors.push_back({std::string(name), TensorDiff::Reshaped, info_of(w), info_of(y)}), changed = true;
       if (!same_type) d.tensors.push_back({std::string(name), TensorDiff::Retyped, info_of(w), info_of(y)}), changed = true;
-      if (w.shard->file != y.shard->file)
+      // a tensor of a single-file GGUF is where it always is, whatever the file is called
+      const bool single_gguf = w.shard->format == Format::gguf && y.shard->format == Format::gguf &&
+                               a.gguf_shards.size() == 1 && b.gguf_shards.size() == 1;
+      if (w.shard->file != y.shard->file && !single_gguf)
         d.tensors.push_back({std::string(name), TensorDiff::Moved, info_of(w), info_of(y)}), changed = true;
       if (changed) changed_names.insert(std::string(name));
       // with --deep, the bytes of tensors whose files differ (or moved) are compared
       if (opts.deep && same_shape && same_type &&
           (w.shard->file != y.shard->file || changed_files.count(w.shard->file)))
         content.push_back({std::string(name), w, y, "", ""});
-    }
-    for (const auto& [name, w] : b.weights())
-      if (!a.weights().count(name)) d.tensors.push_back({std::string(name), TensorDiff::Added, {}, info_of(w)});
+    });
+    tb.each([&](std::string_view name, const Checkpoint::WeightTensor& w) {
+      if (!ta.find(name)) d.tensors.push_back({std::string(name), TensorDiff::Added, {}, info_of(w)});
+    });
     if (!content.empty()) {
       if (opts.progress_total)
         for (const auto& j : content) opts.progress_total->fetch_add((j.x.entry->end - j.x.entry->begin) * 2);
@@ -552,6 +660,14 @@ Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts) {
     }
     d.tensors_unchanged = common - changed_names.size();
     if (!d.tensors.empty()) d.weights_identical = false;  // the headers say so, whatever the sizes
+    if (opts.deep) {
+      // values: every weight whose stored form differs (another encoding, or bytes that changed)
+      std::set<std::string> differs;
+      for (const auto& t : d.tensors)
+        if (t.kind == TensorDiff::ContentChanged || t.kind == TensorDiff::Retyped || t.kind == TensorDiff::Reshaped)
+          differs.insert(t.name);
+      compare_values(a, b, differs, opts, d);
+    }
     std::stable_sort(d.tensors.begin(), d.tensors.end(), [](const TensorDiff& x, const TensorDiff& y) {
       return x.kind != y.kind ? x.kind < y.kind : x.name < y.name;
     });

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,6 +89,22 @@ struct TensorDiff {
 };
 std::string_view tensor_change_name(TensorDiff::Kind k);
 
+// With --deep: the values of one weight on both sides, each as the model computes with it (a
+// quantized module dequantized), compared element by element.
+struct NumericDiff {
+  std::string name;                   // "<module>.weight" (the float twin's name) or as stored
+  std::string encoding_a, encoding_b; // "BF16", "MLX affine 4-bit g64", "GGUF Q4_K", ...
+  std::vector<uint64_t> shape;        // logical shape
+  uint64_t elements = 0;              // compared (finite on both sides)
+  uint64_t nonfinite = 0;             // NaN or Inf on either side: left out of the sums
+  double max_abs = 0;                 // max |b - a|
+  uint64_t max_abs_at = 0;            // its flat element index
+  double rel_l2 = 0;                  // ||b - a|| / ||a|| (0 when both are all zero)
+  std::optional<double> cosine;       // a.b / (|a| |b|); unset when a side is all zero
+  double a_rms = 0, b_rms = 0;        // sqrt(mean(x^2)) of each side
+  std::string error;                  // set when the values could not be compared
+};
+
 struct Side {
   std::string target, root, repo, commit;  // repo and commit when a cache snapshot
   uint64_t files = 0, tensors = 0;
@@ -109,6 +126,12 @@ struct Diff {
   std::vector<TensorDiff> tensors;
   uint64_t tensors_unchanged = 0;
   std::vector<std::string> notes;
+  // --deep: weights compared by value (worst relative L2 error first), and those that were not
+  // (name, why: a layout ckpt does not dequantize, shapes that differ, ...).
+  bool numeric_compared = false;
+  std::vector<NumericDiff> numeric;
+  std::vector<std::pair<std::string, std::string>> numeric_skipped;
+  uint64_t numeric_identical = 0;     // compared weights whose values are equal
 
   bool identical() const;
 };
@@ -123,6 +146,11 @@ struct Options {
 };
 
 Diff diff(const Checkpoint& a, const Checkpoint& b, const Options& opts = {});
+
+// The --deep value comparison (numeric.cpp): every weight both sides hold whose stored form
+// differs (another encoding, or tensors named in `changed`) is decoded and compared.
+void compare_values(const Checkpoint& a, const Checkpoint& b, const std::set<std::string>& changed,
+                    const Options& opts, Diff& d);
 
 std::string render_text(const Diff& d);
 std::string render_json(const Diff& d);

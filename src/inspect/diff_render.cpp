@@ -173,6 +173,45 @@ std::string render_text(const Diff& d) {
   } else if (d.a.tensors || d.b.tensors) {
     o += "\ntensors: " + std::to_string(d.tensors_unchanged) + " unchanged (names, dtypes, shapes, shards)\n";
   }
+  if (d.numeric_compared) {
+    const size_t compared = d.numeric.size() + d.numeric_identical;
+    o += "\nvalues (--deep, quantized weights dequantized): " + std::to_string(compared) + " weight(s) compared, " +
+         std::to_string(d.numeric_identical) + " equal, " + std::to_string(d.numeric.size()) + " differ";
+    if (!d.numeric_skipped.empty()) o += ", " + std::to_string(d.numeric_skipped.size()) + " not compared";
+    o += "\n";
+    if (!d.numeric.empty()) {
+      o += "  worst first; rel L2 = ||B-A|| / ||A||\n";
+      char head[160];
+      std::snprintf(head, sizeof head, "  %-10s %-9s %-11s %s\n", "rel L2", "cosine", "max |B-A|", "weight (A -> B)");
+      o += head;
+    }
+    size_t shown = 0;
+    for (const auto& n : d.numeric) {
+      if (shown++ == kTextCap) {
+        o += "  ... " + std::to_string(d.numeric.size() - kTextCap) + " more (--format json lists them)\n";
+        break;
+      }
+      if (!n.error.empty()) {
+        o += "  unreadable " + n.name + ": " + n.error + "\n";
+        continue;
+      }
+      char buf[96];
+      char cos[16] = "-";
+      if (n.cosine) std::snprintf(cos, sizeof cos, "%.6f", *n.cosine);
+      std::snprintf(buf, sizeof buf, "  %-10.3e %-9s %-11.3e ", n.rel_l2, cos, n.max_abs);
+      o += buf + n.name + " (" + (n.encoding_a == n.encoding_b ? n.encoding_a : n.encoding_a + " -> " + n.encoding_b) + ")";
+      if (n.nonfinite) o += ", " + std::to_string(n.nonfinite) + " NaN/Inf element(s) left out";
+      o += "\n";
+    }
+    shown = 0;
+    for (const auto& [name, why] : d.numeric_skipped) {
+      if (shown++ == kTextCap) {
+        o += "  ... " + std::to_string(d.numeric_skipped.size() - kTextCap) + " more not compared\n";
+        break;
+      }
+      o += "  not compared " + name + ": " + why + "\n";
+    }
+  }
   if (!d.notes.empty()) {
     o += "\nnotes\n";
     for (const auto& n : d.notes) o += "  - " + n + "\n";
@@ -315,6 +354,36 @@ std::string render_json(const Diff& d) {
     j.value(std::string(tensor_change_name(kind)) + "_count", n);
   }
   j.value("unchanged", d.tensors_unchanged).end_object();
+
+  if (!d.numeric_compared) {
+    j.null("values");
+  } else {
+    j.begin_object("values");
+    j.value("compared", uint64_t(d.numeric.size() + d.numeric_identical)).value("equal", d.numeric_identical);
+    j.value("differ_count", uint64_t(d.numeric.size()));
+    j.begin_array("differ");
+    uint64_t n = 0;
+    for (const auto& x : d.numeric) {
+      if (n++ >= kJsonCap) break;
+      j.begin_object().value("name", x.name).value("encoding_a", x.encoding_a).value("encoding_b", x.encoding_b);
+      j.begin_array("shape");
+      for (auto s : x.shape) j.value("", s);
+      j.end_array();
+      if (!x.error.empty()) {
+        j.value("error", x.error).end_object();
+        continue;
+      }
+      j.null("error").value("elements", x.elements).value("nonfinite", x.nonfinite);
+      j.precise("max_abs_diff", x.max_abs).value("max_abs_diff_index", x.max_abs_at).precise("rel_l2", x.rel_l2);
+      if (x.cosine) j.precise("cosine", *x.cosine);
+      else j.null("cosine");
+      j.precise("rms_a", x.a_rms).precise("rms_b", x.b_rms).end_object();
+    }
+    j.end_array();
+    j.begin_array("not_compared");
+    for (const auto& [name, why] : d.numeric_skipped) j.begin_object().value("name", name).value("reason", why).end_object();
+    j.end_array().end_object();
+  }
 
   j.begin_array("notes");
   for (const auto& n : d.notes) j.value("", n);

@@ -27,6 +27,7 @@ Inspection inspect(const Checkpoint& ck, const Options& opts) {
   static const json::Value kEmpty = json::Object{};
   Inspection in;
   in.target = ck.target;
+  if (inspect_gguf(ck, opts, in)) return in;
   Context cx;
   const json::Value& cfg = ck.config.ok() && ck.config.value.is_object() ? ck.config.value : kEmpty;
   if (!ck.config.ok())

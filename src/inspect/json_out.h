@@ -54,6 +54,18 @@ class JsonOut {
     out_ += buf;
     return *this;
   }
+  // A float with `significant` significant digits ("%.*g": 3.0517578e-05), null when not finite.
+  JsonOut& precise(std::string_view key, double v, int significant = 9) {
+    item(key);
+    if (!std::isfinite(v)) {
+      out_ += "null";
+      return *this;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", significant, v);
+    out_ += buf;
+    return *this;
+  }
   JsonOut& null(std::string_view key) {
     item(key);
     out_ += "null";

@@ -66,8 +66,8 @@ int run_inspect(int argc, char** argv) {
     return 2;
   }
   const Checkpoint& ck = *loaded->checkpoint;
-  if (ck.weights().empty()) {
-    std::fprintf(stderr, "ckpt inspect: %s: no safetensors tensors could be read (run `ckpt verify %s`)\n",
+  if (ck.weights().empty() && ck.gguf_models.empty()) {
+    std::fprintf(stderr, "ckpt inspect: %s: no tensors could be read (run `ckpt verify %s`)\n",
                  target.c_str(), target.c_str());
     return 2;
   }
