@@ -9,14 +9,20 @@
 
 namespace ckpt::floats {
 
+// By bits (no ldexp: weight decoding calls this per element).
 inline float from_f16(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-  float v;
-  if (exp == 0) v = std::ldexp(float(man), -24);
-  else if (exp == 31) v = man ? NAN : INFINITY;
-  else v = std::ldexp(float(man | 0x400), int(exp) - 25);
-  return sign ? -v : v;
+  const uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t man = h & 0x3FF;
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));
+  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
+  if (man == 0) return std::bit_cast<float>(sign);
+  uint32_t e = 113;  // subnormal: normalise the mantissa
+  while (!(man & 0x400)) {
+    man <<= 1;
+    --e;
+  }
+  return std::bit_cast<float>(sign | (e << 23) | ((man & 0x3FF) << 13));
 }
 
 inline float from_bf16(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }

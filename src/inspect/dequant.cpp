@@ -164,9 +164,15 @@ class MlxAffineReader : public RowReader {
       const float* s = s_.data() + r * groups_;
       const float* b = b_.data() + r * groups_;
       float* o = out + r * w_.cols;
-      for (uint64_t j = 0; j < w_.cols; ++j) {
-        const uint64_t g = j / w_.group;
-        o[j] = s[g] * float(field(row, j, w_.bits)) + b[g];
+      for (uint64_t g = 0, j = 0; j < w_.cols; ++g) {
+        const float sg = s[g], bg = b[g];
+        const uint64_t end = std::min(w_.cols, j + w_.group);
+        if (w_.bits == 4 || w_.bits == 8 || w_.bits == 2) {  // whole fields per word
+          const unsigned b_ = unsigned(w_.bits), per = 32 / b_, mask = (1u << b_) - 1;
+          for (; j < end; ++j) o[j] = sg * float((row[j / per] >> ((j % per) * b_)) & mask) + bg;
+        } else {
+          for (; j < end; ++j) o[j] = sg * float(field(row, j, w_.bits)) + bg;
+        }
       }
     }
     return true;

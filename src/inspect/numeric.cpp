@@ -2,6 +2,7 @@
 // it (dequant.h), compared tile by tile: max |b-a|, relative L2 error ||b-a||/||a|| and cosine
 // similarity, in double precision. Memory is two tiles per running job; jobs run in parallel.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <thread>
 
@@ -64,23 +65,47 @@ NumericDiff compare_one(const dequant::Weight& x, const dequant::Weight& y, std:
       return r;
     }
     const uint64_t m = n * cols;
-    double taa = 0, tbb = 0, tab = 0, tdd = 0;  // per tile, then added: less rounding drift
-    for (uint64_t i = 0; i < m; ++i) {
-      const double va = a[i], vb = b[i];
-      if (!std::isfinite(va) || !std::isfinite(vb)) {
-        ++r.nonfinite;
+    // Four independent partial sums (the loop is bound by their latency), then the tile's
+    // largest difference; its index is looked up only when it beats the running maximum.
+    double pa[4] = {0, 0, 0, 0}, pb[4] = {0, 0, 0, 0}, pab[4] = {0, 0, 0, 0}, pd[4] = {0, 0, 0, 0};
+    double tile_max = 0;
+    auto finite = [](float x) { return (std::bit_cast<uint32_t>(x) & 0x7F800000u) != 0x7F800000u; };
+    auto add = [&](unsigned k, float fa, float fb) {
+      const double va = fa, vb = fb, dlt = vb - va;
+      pa[k] += va * va;
+      pb[k] += vb * vb;
+      pab[k] += va * vb;
+      pd[k] += dlt * dlt;
+      tile_max = std::max(tile_max, std::fabs(dlt));
+    };
+    uint64_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+      const float* x = a.data() + i;
+      const float* y = b.data() + i;
+      if (finite(x[0]) && finite(x[1]) && finite(x[2]) && finite(x[3]) && finite(y[0]) && finite(y[1]) &&
+          finite(y[2]) && finite(y[3])) {
+        for (unsigned k = 0; k < 4; ++k) add(k, x[k], y[k]);
         continue;
       }
-      const double dlt = vb - va;
-      taa += va * va;
-      tbb += vb * vb;
-      tab += va * vb;
-      tdd += dlt * dlt;
-      if (std::fabs(dlt) > r.max_abs) {
-        r.max_abs = std::fabs(dlt);
-        r.max_abs_at = r0 * cols + i;
+      for (unsigned k = 0; k < 4; ++k) {
+        if (finite(x[k]) && finite(y[k])) add(k, x[k], y[k]);
+        else ++r.nonfinite;
       }
     }
+    for (; i < m; ++i) {
+      if (finite(a[i]) && finite(b[i])) add(unsigned(i & 3), a[i], b[i]);
+      else ++r.nonfinite;
+    }
+    if (tile_max > r.max_abs)
+      for (uint64_t i = 0; i < m; ++i) {
+        const float fa = a[i], fb = b[i];
+        if (std::isfinite(fa) && std::isfinite(fb) && std::fabs(double(fb) - double(fa)) > r.max_abs) {
+          r.max_abs = std::fabs(double(fb) - double(fa));
+          r.max_abs_at = r0 * cols + i;
+        }
+      }
+    const double taa = pa[0] + pa[1] + pa[2] + pa[3], tbb = pb[0] + pb[1] + pb[2] + pb[3];
+    const double tab = pab[0] + pab[1] + pab[2] + pab[3], tdd = pd[0] + pd[1] + pd[2] + pd[3];
     saa += taa;
     sbb += tbb;
     sab += tab;
