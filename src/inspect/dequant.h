@@ -46,6 +46,8 @@ struct Weight {
   std::string name;                // the float weight's name: "<module>.weight", or as stored
   std::vector<uint64_t> shape;     // logical shape, outermost first
   uint64_t rows = 0, cols = 0;
+  uint64_t first_row = 0;          // a view of rows [first_row, first_row + rows) of the stored
+                                   // tensors (one expert of a stacked [E, O, I] weight)
   Layout layout = Layout::Float;
   std::string encoding;            // "BF16", "MLX affine 4-bit g64", "GPTQ 4-bit g128", "GGUF Q4_K"
   bool dequantized() const { return layout != Layout::Float; }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "inspect/dequant.h"
@@ -56,11 +58,11 @@ NumericDiff compare_one(const dequant::Weight& x, const dequant::Weight& y, std:
   uint64_t reported = 0;
   for (uint64_t r0 = 0; r0 < x.rows; r0 += tile_rows) {
     const uint64_t n = std::min(tile_rows, x.rows - r0);
-    if (!ra->read(r0, n, a.data(), err)) {
+    if (!ra->read(x.first_row + r0, n, a.data(), err)) {
       r.error = "A: " + err;
       return r;
     }
-    if (!rb->read(r0, n, b.data(), err)) {
+    if (!rb->read(y.first_row + r0, n, b.data(), err)) {
       r.error = "B: " + err;
       return r;
     }
@@ -126,6 +128,31 @@ NumericDiff compare_one(const dequant::Weight& x, const dequant::Weight& y, std:
   return r;
 }
 
+// "P.experts.7.X.weight" -> ("P.switch_mlp.X.weight", 7): the name mlx-lm's sanitize() stacks a
+// per-expert weight into (models/switch_layers.py).
+std::optional<std::pair<std::string, uint64_t>> stacked_name(const std::string& n) {
+  static const std::string kExperts = ".experts.", kWeight = ".weight";
+  const size_t at = n.find(kExperts);
+  if (at == std::string::npos || n.size() < kWeight.size() || n.compare(n.size() - kWeight.size(), kWeight.size(), kWeight))
+    return std::nullopt;
+  size_t i = at + kExperts.size(), j = i;
+  while (j < n.size() && n[j] >= '0' && n[j] <= '9') ++j;
+  if (j == i || j >= n.size() || n[j] != '.' || j - i > 6) return std::nullopt;
+  return std::pair{n.substr(0, at) + ".switch_mlp." + n.substr(j + 1), std::stoull(n.substr(i, j - i))};
+}
+
+// Expert `e` of a stacked [E, O, I] weight, as the per-expert [O, I] weight `name`.
+std::optional<dequant::Weight> expert_view(const dequant::Weight& stacked, uint64_t e, const std::string& name) {
+  if (stacked.shape.size() != 3 || e >= stacked.shape[0]) return std::nullopt;
+  dequant::Weight v = stacked;
+  v.name = name;
+  v.shape = {stacked.shape[1], stacked.shape[2]};
+  v.rows = stacked.shape[1];
+  v.first_row = stacked.first_row + e * stacked.shape[1];
+  v.encoding += " (expert " + std::to_string(e) + " of " + v.parts[0].name + ")";
+  return v;
+}
+
 std::string shape_text(const std::vector<uint64_t>& s) {
   std::string o = "[";
   for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
@@ -147,9 +174,34 @@ void compare_values(const Checkpoint& a, const Checkpoint& b, const std::set<std
     const dequant::Weight* y;
   };
   std::vector<Job> jobs;
+  // Per-expert weights on one side, experts stacked into one tensor on the other (an MLX
+  // export): compared expert by expert, through views of the stacked weight.
+  std::vector<dequant::Weight> views;
+  views.reserve(wa.by_name.size() + wb.by_name.size());  // never reallocated: the maps point into it
+  std::map<std::string, const dequant::Weight*> view_a, view_b;  // by per-expert name, on the stacked side
+  for (int side = 0; side < 2; ++side) {
+    const dequant::Weights& mine = side ? wb : wa;
+    const dequant::Weights& other = side ? wa : wb;
+    for (const auto& [name, w] : mine.by_name) {
+      if (other.by_name.count(name)) continue;
+      auto st = stacked_name(name);
+      if (!st) continue;
+      auto it = other.by_name.find(st->first);
+      if (it == other.by_name.end()) continue;
+      if (auto v = expert_view(it->second, st->second, name)) {
+        views.push_back(std::move(*v));
+        (side ? view_a : view_b)[name] = &views.back();
+      }
+    }
+  }
   for (const auto& [name, x] : wa.by_name) {
     auto it = wb.by_name.find(name);
     if (it == wb.by_name.end()) {
+      if (auto v = view_b.find(name); v != view_b.end()) {
+        if (x.shape == v->second->shape) jobs.push_back({&x, v->second});
+        else d.numeric_skipped.push_back({name, "shapes differ: A " + shape_text(x.shape) + ", B " + shape_text(v->second->shape) + " (" + v->second->encoding + ")"});
+        continue;
+      }
       if (auto s = wb.skipped.find(name); s != wb.skipped.end()) d.numeric_skipped.push_back({name, "B: " + s->second});
       continue;
     }
@@ -161,6 +213,13 @@ void compare_values(const Checkpoint& a, const Checkpoint& b, const std::set<std
       continue;
     }
     jobs.push_back({&x, &y});
+  }
+  for (const auto& [name, y] : wb.by_name) {
+    if (wa.by_name.count(name)) continue;
+    if (auto v = view_a.find(name); v != view_a.end()) {
+      if (v->second->shape == y.shape) jobs.push_back({v->second, &y});
+      else d.numeric_skipped.push_back({name, "shapes differ: A " + shape_text(v->second->shape) + " (" + v->second->encoding + "), B " + shape_text(y.shape)});
+    }
   }
   for (const auto& [name, why] : wa.skipped)
     if (wb.by_name.count(name) || wb.skipped.count(name)) d.numeric_skipped.push_back({name, "A: " + why});

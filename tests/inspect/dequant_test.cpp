@@ -228,6 +228,24 @@ TEST(Dequant, GgufQ8AndQ4Blocks) {
   }
 }
 
+// The bit-level half decoder against the definition (sign, 2^(e-15) * 1.m, subnormals 2^-14 * 0.m).
+TEST(Dequant, HalfDecodingIsExactForEveryBitPattern) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const uint32_t e = (h >> 10) & 31, m = h & 1023;
+    float want = e == 0 ? std::ldexp(float(m), -24) : e == 31 ? (m ? NAN : INFINITY) : std::ldexp(float(m | 1024), int(e) - 25);
+    if (h & 0x8000) want = -want;
+    const float got = floats::from_f16(uint16_t(h));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+      continue;
+    }
+    uint32_t a, b;
+    std::memcpy(&a, &want, 4);
+    std::memcpy(&b, &got, 4);
+    ASSERT_EQ(a, b) << std::hex << h;
+  }
+}
+
 TEST(Dequant, FileThatEndsEarlyIsAnErrorNamingTheBytes) {
   TempDir tmp;
   Blob b{tmp / "w.bin", {}};

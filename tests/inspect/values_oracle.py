@@ -8,6 +8,8 @@
   values_oracle.py make-awq FLOAT OUT     write an AWQ gemm 4-bit g32 export of a float fixture
   values_oracle.py make-gptq-v2 FLOAT OUT write a GPTQ v2 export (raw zeros, asymmetric, act-order
                                           g_idx permutation), 4-bit g32
+  values_oracle.py make-stacked MLX OUT   stack an MLX export's per-expert tensors as mlx-lm does
+                                          (switch_mlp.* [E, O, I])
   values_oracle.py gguf-facts FILE        print {params, tensor_bytes, layers, kv_bytes_per_token} of a
                                           GGUF as llama.cpp sizes it (f16 K and V, every layer full)
 Prints "ok ..." on success, "FAIL ..." and exits 1 otherwise.
@@ -336,6 +338,15 @@ def cmd_compare(ckpt, A, B):
     if got is None:
         fail("no values section with --deep")
     wa, wb = weights_of(A), weights_of(B)
+    # per-expert weights against mlx-lm's stacked switch_mlp tensors: expert e is slice [e]
+    for mine, other in ((wa, wb), (wb, wa)):
+        for n in list(mine):
+            mt = re.match(r"^(.*)\.experts\.(\d+)\.(.*\.weight)$", n)
+            if n in other or not mt:
+                continue
+            stacked = other.get(mt.group(1) + ".switch_mlp." + mt.group(3))
+            if stacked and stacked[0] is not None and stacked[0].ndim == 3 and int(mt.group(2)) < stacked[0].shape[0]:
+                other[n] = (stacked[0][int(mt.group(2))], stacked[1])
     want = {}
     not_here = set()
     for n in sorted(set(wa) & set(wb)):
@@ -502,9 +513,32 @@ def cmd_gguf_facts(path):
     print(json.dumps({"params": params, "tensor_bytes": nbytes, "layers": L, "kv_bytes_per_token": per_token}))
 
 
+def cmd_stack(src, dst):
+    """An MLX export with experts stacked as mlx-lm's sanitize() writes them:
+    P.experts.E.X.{weight,scales,biases} -> P.switch_mlp.X.* of shape [E, ...]."""
+    t = load_dir(src)
+    copy_side_files(src, dst)
+    groups, out = {}, {}
+    for n, (dt, a) in t.items():
+        mt = re.match(r"^(.*)\.experts\.(\d+)\.(\w+)\.(weight|scales|biases)$", n)
+        if mt:
+            groups.setdefault((mt.group(1), mt.group(3), mt.group(4)), {})[int(mt.group(2))] = (dt, a)
+        else:
+            out[n] = (dt, a)
+    for (p, x, kind), by_e in groups.items():
+        dt = by_e[0][0]
+        out[f"{p}.switch_mlp.{x}.{kind}"] = (dt, np.stack([by_e[e][1] for e in sorted(by_e)]))
+    enc = {n: (dt, a.astype(np.float32).view(np.uint32).__rshift__(16).astype(np.uint16) if dt == "BF16" else a)
+           for n, (dt, a) in out.items()}
+    write_safetensors(os.path.join(dst, "model.safetensors"), enc, {"format": "mlx"})
+    print(f"ok stacked {len(groups)} expert tensors into {dst}")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "compare":
         cmd_compare(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) == 4 and sys.argv[1] == "make-stacked":
+        cmd_stack(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "gguf-facts":
         cmd_gguf_facts(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] in ("make-awq", "make-gptq-v2"):

@@ -64,6 +64,22 @@ TEST(DiffValuesOracle, AwqAndGptqV2ActOrderWrittenByNumpy) {
   }
 }
 
+// mlx-lm stacks experts (switch_mlp.* [E, O, I]); the float model has them one by one. Each
+// expert is compared with its slice, both ways round.
+TEST(DiffValuesOracle, PerExpertAgainstStackedMlxExperts) {
+  if (!python_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy not available";
+  TempDir tmp;
+  const fs::path base = tmp / "float", mlx = tmp / "mlx4", stacked = tmp / "stacked";
+  make_fixture({"qwen3_moe", base.string()});
+  make_fixture({"qwen3_moe", mlx.string(), "--quant", "mlx4"});
+  auto w = run_program({"/usr/bin/python3", oracle(), "make-stacked", mlx.string(), stacked.string()});
+  ASSERT_EQ(w.exit_code, 0) << w.out << w.err;
+  expect_oracle_agrees(base, stacked, "float vs stacked MLX experts");
+  expect_oracle_agrees(stacked, base, "stacked MLX experts vs float");
+  auto r = run_ckpt({"diff", base.string(), stacked.string(), "--deep", "--quiet"});
+  EXPECT_NE(r.out.find("(expert 1 of model.layers.0.mlp.switch_mlp.gate_proj.weight)"), std::string::npos) << r.out;
+}
+
 TEST(DiffValuesOracle, GgufBlockTypes) {
   if (!python_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy not available";
   TempDir tmp;
