@@ -3,9 +3,11 @@
 // read with the quantization declaration, so that a quantized module's packed tensors become
 // one logical weight named as its float twin ("<module>.weight").
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
+#include "ckpt/pytorch.h"
 #include "ckpt/quant.h"
 #include "inspect/dequant.h"
 #include "io/file.h"
@@ -38,10 +40,18 @@ class Discovery {
     const json::Value& cfg = ck.config.ok() && ck.config.value.is_object() ? ck.config.value : kEmpty;
     scheme_ = quant::parse_scheme(cfg);
     if (scheme_) gptq_v1_ = gptq_stores_zero_minus_one(cfg);
+    // pickled tensors by (file, name)
+    std::map<std::pair<std::string_view, std::string_view>, std::pair<const pt::FileScan*, const pt::Tensor*>> pickled;
+    for (const auto& sc : ck.pickle_scans)
+      for (const auto& t : sc.tensors) pickled.emplace(std::pair{std::string_view(sc.file), std::string_view(t.name)}, std::pair{&sc, &t});
     for (const auto& [name, w] : ck.weights()) {
       if (w.shard->format == Format::pytorch) {
-        ++pickled_;
-        continue;
+        auto it = pickled.find({std::string_view(w.shard->file), name});
+        std::string why = it == pickled.end() ? "not found in the pickle" : pickled_unreadable(*it->second.first, *it->second.second);
+        if (!why.empty()) {
+          pickled_[why]++;
+          continue;
+        }
       }
       table_.emplace(name, Ref{w.entry, w.shard});
     }
@@ -50,8 +60,8 @@ class Discovery {
   }
 
   Weights run() {
-    if (pickled_)
-      out_.notes.push_back(std::to_string(pickled_) + " pickled tensor(s) not compared numerically (their strides are in the pickle)");
+    for (const auto& [why, n] : pickled_)
+      out_.notes.push_back(std::to_string(n) + " pickled tensor(s) not compared by value: " + why);
     std::vector<std::string_view> names;
     names.reserve(table_.size());
     for (const auto& [n, r] : table_) names.push_back(n);
@@ -74,6 +84,23 @@ class Discovery {
     const std::string packing = q->get_string("packing_format").value_or("");
     if (method == "auto-round" && packing == "auto_round") return false;
     return true;
+  }
+
+  // "" when the pickled tensor is a plain little-endian row-major run of an uncompressed
+  // storage (what the row readers can read in place), else why not.
+  static std::string pickled_unreadable(const pt::FileScan& sc, const pt::Tensor& tensor) {
+    if (sc.byteorder == "big") return "big-endian storages";
+    const pt::Tensor* t = &tensor;
+    if (t->storage < 0 || size_t(t->storage) >= sc.storages.size()) return "no storage";
+    const pt::Storage& st = sc.storages[size_t(t->storage)];
+    if (st.compressed) return "deflated storage records";
+    if (t->shape.size() != t->stride.size()) return "no strides";
+    int64_t expect = 1;
+    for (size_t i = t->shape.size(); i-- > 0;) {
+      if (t->shape[i] != 1 && t->stride[i] != expect) return "non-contiguous views (strides not row-major)";
+      expect *= std::max<int64_t>(t->shape[i], 1);
+    }
+    return "";
   }
 
   const Ref* find(std::string_view n) const {
@@ -386,7 +413,7 @@ class Discovery {
   bool gptq_v1_ = true;
   std::unordered_map<std::string_view, Ref> table_;
   std::set<std::string_view> consumed_;
-  uint64_t pickled_ = 0;
+  std::map<std::string, uint64_t> pickled_;  // why -> pickled tensors left out
   Weights out_;
 };
 

@@ -169,6 +169,35 @@ TEST(DiffValues, TextReportNamesTheEncodings) {
   EXPECT_TRUE(j.find("values")->is_null());
 }
 
+// Pickled tensors are read in place (contiguous little-endian storages): two seeds compared as
+// .bin give exactly the figures the same two seeds give as safetensors.
+TEST(DiffValues, PickledTensorsMatchTheirSafetensorsTwins) {
+  TempDir tmp;
+  for (const char* fmt : {"safetensors", "pytorch"})
+    for (const char* seed : {"0", "3"})
+      make_fixture({"llama", (tmp / (std::string(fmt) + seed)).string(), "--format", fmt, "--seed", seed});
+  auto values = [&](const char* fmt) {
+    auto r = run_ckpt({"diff", (tmp / (std::string(fmt) + "0")).string(), (tmp / (std::string(fmt) + "3")).string(), "--deep",
+                       "--format", "json"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    return parse_json_text(r.out);
+  };
+  const json::Value st = values("safetensors"), pt = values("pytorch");
+  const json::Value* a = st.find("values");
+  const json::Value* b = pt.find("values");
+  ASSERT_TRUE(a && b && a->find("differ") && b->find("differ"));
+  EXPECT_GT(a->get_int("differ_count").value_or(0), 10);
+  EXPECT_EQ(a->get_int("differ_count"), b->get_int("differ_count"));
+  const auto& da = a->find("differ")->as_array();
+  const auto& db = b->find("differ")->as_array();
+  ASSERT_EQ(da.size(), db.size());
+  for (size_t i = 0; i < da.size(); ++i) {
+    EXPECT_EQ(da[i].get_string("name"), db[i].get_string("name"));
+    EXPECT_EQ(da[i].find("rel_l2")->dump(), db[i].find("rel_l2")->dump());
+    EXPECT_EQ(da[i].find("max_abs_diff")->dump(), db[i].find("max_abs_diff")->dump());
+  }
+}
+
 // Same weights, another container dtype: values equal, nothing listed as differing.
 TEST(DiffValues, ExactRetypeIsEqual) {
   TempDir tmp;
