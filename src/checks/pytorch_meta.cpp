@@ -19,6 +19,7 @@
 
 #include "checks/family.h"
 #include "checks/util.h"
+#include "io/file.h"
 
 namespace ckpt::checks {
 
@@ -37,7 +38,8 @@ constexpr std::array<CheckInfo, 7> kCodes{{
 // consolidated.NN.pth -> NN (the reference code writes two digits; any decimal is accepted).
 std::optional<int> rank_of(std::string_view rel) {
   constexpr std::string_view pre = "consolidated.", suf = ".pth";
-  if (rel.find('/') != std::string_view::npos || !starts_with(rel, pre) || !ends_with(rel, suf)) return std::nullopt;
+  if (size_t slash = rel.rfind('/'); slash != std::string_view::npos) rel = rel.substr(slash + 1);
+  if (!starts_with(rel, pre) || !ends_with(rel, suf)) return std::nullopt;
   std::string_view digits = rel.substr(pre.size(), rel.size() - pre.size() - suf.size());
   if (digits.empty() || digits.size() > 6) return std::nullopt;
   int n = 0;
@@ -167,17 +169,13 @@ struct RankFile {
   std::map<std::string, const pt::Tensor*> by_name;
 };
 
-void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
-  std::vector<RankFile> ranks;
-  std::vector<std::string> other_pth;
-  for (const auto& f : ck.files) {
-    if (f.rel.find('/') != std::string::npos || !ends_with(f.rel, ".pth")) continue;
-    if (auto r = rank_of(f.rel)) ranks.push_back({*r, f.rel});
-    else other_pth.push_back(f.rel);
-  }
-  if (ranks.empty()) return;
+// One directory of rank files: `dir` is "" for the model root, else "original/" and the like
+// (Hugging Face repos of Meta models keep Meta's files in original/).
+void judge(const Checkpoint& ck, const std::string& dir, std::vector<RankFile> ranks, const std::vector<std::string>& other_pth,
+           FindingSink& out) {
   std::sort(ranks.begin(), ranks.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
   const std::string& first = ranks.front().file;
+  const std::string params_rel = dir + "params.json";
 
   // PT015: ranks 0..N-1, each once; nothing else matching the loader's *.pth glob.
   {
@@ -186,7 +184,7 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
     std::map<int, std::vector<std::string>> seen;
     for (const auto& r : ranks) seen[r.rank].push_back(r.file);
     for (int i = 0; i <= top && missing.size() < 64; ++i)
-      if (!seen.count(i)) missing.push_back("consolidated." + std::string(i < 10 ? "0" : "") + std::to_string(i) + ".pth");
+      if (!seen.count(i)) missing.push_back(dir + "consolidated." + std::string(i < 10 ? "0" : "") + std::to_string(i) + ".pth");
     for (const auto& [i, files] : seen)
       if (files.size() > 1) doubled.push_back(list_names(files));
     if (!missing.empty())
@@ -204,18 +202,35 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
               other_pth.front(), "", "move other .pth files out of the checkpoint directory");
   }
 
-  // PT016: params.json (FS011 reports one that does not parse).
+  // PT016: params.json (FS011 reports a top-level one that does not parse).
   Params params;
-  const JsonFile* pj = nullptr;
-  for (const auto& j : ck.other_json)
-    if (j.file == "params.json") pj = &j;
-  if (!pj || !pj->present)
-    out.add("PT016", Severity::error, "the Meta layout has no params.json: the reference loader builds ModelArgs(**json.load(params.json))",
+  const json::Value* pv = nullptr;
+  json::ParseResult parsed;
+  if (dir.empty()) {
+    for (const auto& j : ck.other_json)
+      if (j.file == "params.json" && j.ok()) pv = &j.value;
+  }
+  const FileEntry* pf = ck.file(params_rel);
+  if (!pf)
+    out.add("PT016", Severity::error, "the Meta layout has no " + params_rel + ": the reference loader builds ModelArgs(**json.load(params.json))",
             first, "", "download params.json with the weights (it holds dim, n_layers, n_heads, ...)");
-  else if (pj->ok()) {
-    auto problems = read_params(pj->value, params);
+  else if (!dir.empty()) {  // not a side file the loader reads at the root: parsed here
+    std::string text;
+    std::string err = pf->readable() ? io::read_file(pf->abs, 1u << 20, text) : "cannot be opened";
+    if (err.empty()) {
+      parsed = json::parse(text);
+      if (parsed.ok()) pv = &parsed.value;
+      else
+        err = "line " + std::to_string(parsed.error->line) + ", column " + std::to_string(parsed.error->column) + ": " + parsed.error->message;
+    }
+    if (!err.empty())
+      out.add("PT016", Severity::error, params_rel + " cannot be read as JSON: " + err, params_rel, "",
+              "json.load fails before ModelArgs is built; download it again");
+  }
+  if (pv) {
+    auto problems = read_params(*pv, params);
     for (const auto& p : problems)
-      out.add("PT016", Severity::error, "params.json: " + p, "params.json", "",
+      out.add("PT016", Severity::error, params_rel + ": " + p, params_rel, "",
               "ModelArgs gets a wrong or missing hyperparameter; the model is built with other shapes than the weights");
   }
 
@@ -351,6 +366,23 @@ void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
             std::to_string(unexpected.size()) + " tensor(s) are not parameters of Meta's model" +
                 (params.usable ? " with " + std::to_string(params.n_layers) + " layers" : std::string()) + ": " + list_names(unexpected),
             base.file, unexpected.front(), "load_state_dict(strict=False) ignores them silently; a converted or merged checkpoint under Meta's names, or params.json has too few n_layers");
+}
+
+void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
+  struct Dir {
+    std::vector<RankFile> ranks;
+    std::vector<std::string> other_pth;
+  };
+  std::map<std::string, Dir> dirs;
+  for (const auto& f : ck.files) {
+    if (!ends_with(f.rel, ".pth")) continue;
+    const size_t slash = f.rel.rfind('/');
+    const std::string dir = slash == std::string::npos ? "" : f.rel.substr(0, slash + 1);
+    if (auto r = rank_of(f.rel)) dirs[dir].ranks.push_back({*r, f.rel});
+    else dirs[dir].other_pth.push_back(f.rel);
+  }
+  for (auto& [dir, d] : dirs)
+    if (!d.ranks.empty()) judge(ck, dir, std::move(d.ranks), d.other_pth, out);
 }
 
 }  // namespace

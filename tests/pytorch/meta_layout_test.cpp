@@ -167,6 +167,18 @@ TEST(MetaLayout, InCodeRanks) {
   EXPECT_TRUE(meta_codes(bj).empty()) << dump(bj);
   EXPECT_TRUE(std::any_of(bj.begin(), bj.end(), [](const Finding& f) { return f.code == "FS011"; })) << dump(bj);
 
+  // Meta's files in a subdirectory (Hugging Face repos of Meta models keep them in original/)
+  write_layout(tmp / "hf" / "original", 2, kParams);
+  auto hf = verify(tmp / "hf");
+  EXPECT_TRUE(meta_codes(hf).empty()) << dump(hf);
+  test::write_text(tmp / "hf" / "original" / "params.json", "{\"dim\": 32,");
+  auto hfbad = verify(tmp / "hf");
+  EXPECT_EQ(meta_codes(hfbad), std::set<std::string>{"PT016"}) << dump(hfbad);
+  fs::remove(tmp / "hf" / "original" / "consolidated.01.pth");
+  fs::remove(tmp / "hf" / "original" / "params.json");
+  auto hfgone = verify(tmp / "hf");
+  EXPECT_EQ(meta_codes(hfgone), (std::set<std::string>{"PT016"})) << dump(hfgone);  // one rank alone is a complete MP=1 set
+
   // an MP=2 split read with params of twice the width: every split tensor merges short
   write_layout(tmp / "wide", 2, R"({"dim": 64, "n_layers": 1, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 16, "multiple_of": 16})");
   auto wide = verify(tmp / "wide");
