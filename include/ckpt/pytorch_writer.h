@@ -47,7 +47,7 @@ std::string write_torch_legacy(const std::filesystem::path& path, const std::vec
                                const WriterDefects& defects = {});
 
 // A header-only stand-in: tensors with empty `data` become holes of their full size (CRC 0),
-// so a multi-GB shard costs a few KB of disk. Below 4 GiB per file.
+// so a multi-GB shard costs a few KB of disk. Records or offsets past 4 GiB are written as ZIP64.
 std::string write_torch_zip_sparse(const std::filesystem::path& path, const std::vector<TensorToSave>& tensors);
 
 }  // namespace ckpt::pt

@@ -127,28 +127,42 @@ void le(std::string& s, uint64_t v, int n) {
 }
 
 // A stored zip with each record's data 64-byte aligned (torch's "FB" padding extra field).
-// Sizes must fit 32 bits (no zip64): fixtures and the benchmark's 2 GB shards do.
+// ZIP64 where a size or offset does not fit 32 bits, as miniz writes it for torch: the local
+// header's sizes move to a zip64 extra field (which the alignment accounts for), the central
+// entry's size and offset fields hold 0xFFFFFFFF with their values in a zip64 extra field, and
+// a zip64 end record plus its locator precede the end record.
 std::vector<Segment> zip_segments(const std::vector<Record>& recs, std::vector<uint64_t>* data_offsets = nullptr) {
+  constexpr uint64_t k32 = 0xFFFFFFFFull;
   std::vector<Segment> out(1);
   std::string central;
   uint64_t pos = 0;
+  bool any64 = false;
   for (const auto& r : recs) {
     const uint64_t at = pos;
     const uint32_t crc = r.hole ? 0 : static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(r.data.data()), static_cast<uInt>(r.data.size())));
-    const uint64_t data_start_min = at + 30 + r.name.size() + 4;
+    const bool big = r.size() >= k32, far = at >= k32;
+    any64 = any64 || big || far;
+    const uint64_t z64_local = big ? 20 : 0;  // id, length, usize, csize
+    const uint64_t data_start_min = at + 30 + r.name.size() + z64_local + 4;
     const uint64_t pad = (64 - data_start_min % 64) % 64;
     std::string local;
     le(local, 0x04034b50, 4);
-    le(local, 20, 2);      // version needed
+    le(local, big ? 45 : 20, 2);  // version needed (4.5: zip64)
     le(local, 0x0800, 2);  // UTF-8 names
     le(local, 0, 2);       // stored
     le(local, 0, 4);       // time/date
     le(local, crc, 4);
-    le(local, r.size(), 4);
-    le(local, r.size(), 4);
+    le(local, big ? k32 : r.size(), 4);
+    le(local, big ? k32 : r.size(), 4);
     le(local, r.name.size(), 2);
-    le(local, 4 + pad, 2);
+    le(local, z64_local + 4 + pad, 2);
     local += r.name;
+    if (big) {
+      le(local, 0x0001, 2);
+      le(local, 16, 2);
+      le(local, r.size(), 8);
+      le(local, r.size(), 8);
+    }
     local += "FB";
     le(local, pad, 2);
     local += std::string(static_cast<size_t>(pad), 'Z');
@@ -162,34 +176,63 @@ std::vector<Segment> zip_segments(const std::vector<Record>& recs, std::vector<u
       out.back().bytes += r.data;
     }
     pos += r.size();
+    std::string z64;  // central zip64 extra: usize, csize, offset, each only when its field overflows
+    if (big) {
+      le(z64, r.size(), 8);
+      le(z64, r.size(), 8);
+    }
+    if (far) le(z64, at, 8);
     le(central, 0x02014b50, 4);
-    le(central, 20, 2);
-    le(central, 20, 2);
+    le(central, z64.empty() ? 20 : 45, 2);
+    le(central, z64.empty() ? 20 : 45, 2);
     le(central, 0x0800, 2);
     le(central, 0, 2);
     le(central, 0, 4);
     le(central, crc, 4);
-    le(central, r.size(), 4);
-    le(central, r.size(), 4);
+    le(central, big ? k32 : r.size(), 4);
+    le(central, big ? k32 : r.size(), 4);
     le(central, r.name.size(), 2);
-    le(central, 0, 2);  // extra
+    le(central, z64.empty() ? 0 : 4 + z64.size(), 2);  // extra
     le(central, 0, 2);  // comment
     le(central, 0, 2);  // disk
     le(central, 0, 2);  // internal attrs
     le(central, 0, 4);  // external attrs
-    le(central, at, 4);
+    le(central, far ? k32 : at, 4);
     central += r.name;
+    if (!z64.empty()) {
+      le(central, 0x0001, 2);
+      le(central, z64.size(), 2);
+      central += z64;
+    }
   }
   const uint64_t cd_at = pos;
   std::string& tail = out.back().bytes;
   tail += central;
+  const bool zip64 = any64 || cd_at >= k32 || recs.size() >= 0xFFFF;
+  if (zip64) {
+    const uint64_t rec_at = cd_at + central.size();
+    le(tail, 0x06064b50, 4);
+    le(tail, 44, 8);  // size of the rest of the record
+    le(tail, 45, 2);
+    le(tail, 45, 2);
+    le(tail, 0, 4);
+    le(tail, 0, 4);
+    le(tail, recs.size(), 8);
+    le(tail, recs.size(), 8);
+    le(tail, central.size(), 8);
+    le(tail, cd_at, 8);
+    le(tail, 0x07064b50, 4);
+    le(tail, 0, 4);
+    le(tail, rec_at, 8);
+    le(tail, 1, 4);
+  }
   le(tail, 0x06054b50, 4);
   le(tail, 0, 2);
   le(tail, 0, 2);
-  le(tail, recs.size(), 2);
-  le(tail, recs.size(), 2);
-  le(tail, central.size(), 4);
-  le(tail, cd_at, 4);
+  le(tail, zip64 ? 0xFFFF : recs.size(), 2);
+  le(tail, zip64 ? 0xFFFF : recs.size(), 2);
+  le(tail, zip64 ? k32 : central.size(), 4);
+  le(tail, zip64 ? k32 : cd_at, 4);
   le(tail, 0, 2);
   return out;
 }
@@ -350,9 +393,6 @@ std::string write_torch_zip_sparse(const std::filesystem::path& path, const std:
   std::string err;
   std::vector<Record> recs = torch_records(tensors, root, {}, true, &err);
   if (!err.empty()) return err;
-  uint64_t total = 0;
-  for (const auto& r : recs) total += r.size() + 30 + r.name.size() + 4 + 64 + 46 + r.name.size();
-  if (total >= 0xFFFFFFFFull) return "a sparse stand-in shard must stay below 4 GiB (no zip64 in this writer)";
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) return "cannot write " + path.string();
   for (const auto& seg : zip_segments(recs)) {

@@ -283,3 +283,38 @@ TEST(PyTorchLegacyWriter, FixtureInTheLegacyStream) {
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// ZIP64: a sparse stand-in with a 4.5 GiB record and a record past 4 GiB. ckpt's reader and
+// Python's zipfile (an independent reader of the central directory) must agree on every record.
+TEST(PyTorchZip64Writer, RecordsAndOffsetsPastFourGiB) {
+  test::TempDir tmp;
+  const uint64_t big = (1ull << 31) + (1ull << 28);  // F16 elements: 4.5 GiB
+  std::vector<pt::TensorToSave> t = {{"big.weight", DType::F16, {big}, {}}, {"after.weight", DType::F32, {4}, {}}};
+  const fs::path p = tmp / "pytorch_model.bin";
+  ASSERT_EQ(pt::write_torch_zip_sparse(p, t), "");
+  pt::FileScan s = pt::scan_file(p, "pytorch_model.bin");
+  EXPECT_EQ(s.container, pt::Container::TorchZip);
+  for (const auto& n : s.notes) ADD_FAILURE() << n.detail;
+  ASSERT_EQ(s.tensors.size(), 2u);
+  ASSERT_EQ(s.storages.size(), 2u);
+  EXPECT_EQ(s.storages[0].bytes, big * 2);
+  EXPECT_EQ(s.storages[0].available, big * 2);
+  EXPECT_GT(s.storages[1].data_offset, 0xFFFFFFFFull);
+  EXPECT_EQ(s.storages[1].data_offset % 64, 0u);
+  EXPECT_EQ(s.storages[1].bytes, 16u);
+  const std::string script =
+      "import zipfile,sys\n"
+      "z=zipfile.ZipFile(sys.argv[1])\n"
+      "for i in z.infolist(): print(i.filename, i.file_size, i.header_offset)\n";
+  auto py = test::run_program({"/usr/bin/python3", "-c", script, p.string()});
+  if (py.exit_code != 0 && py.err.find("No such file") != std::string::npos) GTEST_SKIP() << "no /usr/bin/python3";
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  EXPECT_NE(py.out.find("pytorch_model/data/0 " + std::to_string(big * 2) + " "), std::string::npos) << py.out;
+  EXPECT_NE(py.out.find("pytorch_model/data/1 16 "), std::string::npos) << py.out;
+}
+
+}  // namespace
+}  // namespace ckpt
