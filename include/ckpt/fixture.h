@@ -55,6 +55,7 @@ struct Options {
   std::string hf_repo;                 // "org/name": write a Hugging Face cache layout under `out`
   bool unigram = false;                // Unigram tokenizer variant
   Format format = Format::safetensors; // weights as safetensors, or as torch.save zip checkpoints (.bin)
+  bool pytorch_legacy = false;         // with Format::pytorch: the legacy stream (_use_new_zipfile_serialization=False)
 };
 
 struct Result {

@@ -95,7 +95,7 @@ struct FileScan {
   std::string file;                 // relative to the model root
   Container container = Container::NotPickle;
   std::string zip_root;             // torch zip root folder
-  std::string byteorder;            // "little" / "big" / "" (absent)
+  std::string byteorder;            // of the storage bytes: zip "byteorder" record ("little" / "big" / "" absent); legacy: always "little"
   std::string version;              // zip 'version' record / legacy protocol
   uint64_t file_size = 0;
   std::vector<Import> imports;

@@ -17,7 +17,7 @@
 
 namespace ckpt::checks::deep {
 
-static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian; the scan reads it raw");
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian; the scan reads it raw (big-endian torch storages are swapped first)");
 
 void ScanResult::merge(const ScanResult& o) {
   elements += o.elements;
@@ -140,6 +140,11 @@ void scan_elements(st::DType d, const std::byte* p, uint64_t count, uint64_t fir
     case st::DType::F8_E8M0: return F8E8M0::scan(p, count, first_index, r);
     default: return;
   }
+}
+
+void byteswap_elements(std::byte* p, uint64_t count, uint32_t size) {
+  if (size < 2) return;
+  for (uint64_t i = 0; i < count; ++i) std::reverse(p + i * size, p + (i + 1) * size);
 }
 
 // ---- the pass ------------------------------------------------------------------------
@@ -315,6 +320,11 @@ class Worker {
       i1 = std::min(i1, complete);
       if (i1 <= i0) continue;
       const std::byte* p = buf_.get() + (t.offset + i0 * es - s);
+      if (t.byteswap && es > 1) {  // big-endian storage: swap a copy, the read buffer is shared by overlapping spans
+        swapped_.assign(p, p + (i1 - i0) * es);
+        byteswap_elements(swapped_.data(), i1 - i0, static_cast<uint32_t>(es));
+        p = swapped_.data();
+      }
       scan_elements(t.dtype, p, i1 - i0, i0, partial_[l.order[i]]);
     }
   }
@@ -322,6 +332,7 @@ class Worker {
   const Options& opts_;
   std::unique_ptr<std::byte, AlignedFree> buf_;
   std::unordered_map<uint32_t, ScanResult> partial_;
+  std::vector<std::byte> swapped_;  // at most one read's worth
   uint64_t bytes_read_ = 0;
 };
 

@@ -32,6 +32,9 @@ struct ScanResult {
 bool scannable(st::DType d);
 bool has_zero_value(st::DType d);  // false for F8_E8M0 (exponent-only scales: no zero)
 
+// Reverses the bytes of each of `count` elements of `size` bytes in place.
+void byteswap_elements(std::byte* p, uint64_t count, uint32_t size);
+
 // Scan `count` little-endian elements of `d` starting at `p`; `first_index` is the flat index
 // of the first one (for first_nan / first_inf). Bit patterns only, never float compares.
 void scan_elements(st::DType d, const std::byte* p, uint64_t count, uint64_t first_index, ScanResult& r);
@@ -40,6 +43,7 @@ struct TensorSpan {
   st::DType dtype = st::DType::F32;
   uint64_t offset = 0;  // absolute file offset of the first byte
   uint64_t nbytes = 0;  // numel × element size (whole-byte dtypes only)
+  bool byteswap = false;  // the elements are stored big-endian (a torch zip with byteorder "big")
 };
 
 struct FileJob {

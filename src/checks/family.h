@@ -29,6 +29,7 @@ extern const FamilyDef kChatTemplateFamily; // CT  chat_template.cpp
 extern const FamilyDef kGgufDeepFamily;     // HS006 (and HS002-HS005 for GGUF)  gguf_deep.cpp
 extern const FamilyDef kPickleSafetyFamily;  // PK  pytorch_safety.cpp (imports a pickle performs)
 extern const FamilyDef kPyTorchStructureFamily;  // PT  pytorch_structure.cpp (storages, tensors, framing)
+extern const FamilyDef kMetaLayoutFamily;   // PT015-PT021  pytorch_meta.cpp (consolidated.NN.pth + params.json)
 extern const FamilyDef kHashesFamily;       // HS  hashes.cpp (--deep only; reads tensor data)
 extern const FamilyDef kEnginesFamily;      // CT011 CT012 CF012 QZ012 TK020 IX014  engines.cpp
 

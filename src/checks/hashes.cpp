@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "checks/deep_scan.h"
+#include "checks/hashes_plan.h"
 #include "checks/family.h"
 #include "checks/util.h"
 #include "io/checked.h"
@@ -35,40 +36,7 @@ constexpr std::array<CheckInfo, 5> kCodes{{
 constexpr size_t kMaxPerCode = 8;       // per file; the rest are summed up in one finding
 constexpr uint64_t kMinZeroElements = 16;  // smaller all-zero tensors are often legitimate (gates, offsets)
 
-// Where the expected digest of a file comes from.
-struct Expected {
-  EtagKind kind = EtagKind::opaque;
-  std::string digest;
-  std::string recorded;  // where it is recorded, as a phrase ending before the digest
-  std::string fix;     // how to get the right bytes back
-};
-
-struct TensorRef {
-  const Shard* shard;
-  const st::TensorEntry* entry;
-  uint64_t numel;
-};
-
-struct Plan {
-  std::vector<deep::FileJob> jobs;
-  std::vector<std::vector<std::string>> rels;  // snapshot entries sharing the file (first = reported)
-  std::vector<Expected> expected;
-  std::vector<std::vector<TensorRef>> tensors;  // parallel to jobs[i].tensors
-  std::unordered_map<std::string, size_t> by_path;
-
-  size_t job_for(const FileEntry& f) {
-    auto [it, fresh] = by_path.emplace(f.abs.string(), jobs.size());
-    if (fresh) {
-      jobs.push_back({f.abs, EtagKind::opaque, {}});
-      rels.push_back({f.rel});
-      expected.emplace_back();
-      tensors.emplace_back();
-    } else if (std::find(rels[it->second].begin(), rels[it->second].end(), f.rel) == rels[it->second].end()) {
-      rels[it->second].push_back(f.rel);
-    }
-    return it->second;
-  }
-};
+using namespace hs;  // Plan, TensorRef, Expected (hashes_plan.h)
 
 std::optional<uint64_t> element_count(const std::vector<uint64_t>& shape) {
   uint64_t n = 1;
@@ -83,6 +51,7 @@ std::optional<uint64_t> element_count(const std::vector<uint64_t>& shape) {
 // The float tensors of a shard whose byte span is consistent with their shape (the rest are
 // ST findings already), as absolute file ranges.
 void plan_shard(const Checkpoint& ck, const Shard& sh, Plan& plan) {
+  if (sh.format == Format::pytorch) return;  // planned from the pickle (plan_pickles): strides, byte order
   const st::Header& h = sh.header;
   if (!h.framing_ok || !h.parsed) return;
   const FileEntry* f = ck.file(sh.file);
@@ -97,8 +66,16 @@ void plan_shard(const Checkpoint& ck, const Shard& sh, Plan& plan) {
     auto offset = io::checked_add(h.data_start(), t.begin);
     if (!offset || !io::checked_add(*offset, *nbytes)) continue;
     if (!job) job = plan.job_for(*f);
+    TensorRef ref;
+    ref.file = sh.file;
+    ref.name = std::string(t.name);
+    ref.dtype = t.dtype;
+    ref.shape = t.shape;
+    ref.numel = *numel;
+    ref.spans = {static_cast<uint32_t>(plan.jobs[*job].tensors.size())};
+    ref.span_first = {0};
     plan.jobs[*job].tensors.push_back({t.dtype, *offset, *nbytes});
-    plan.tensors[*job].push_back({&sh, &t, *numel});
+    plan.tensors[*job].push_back(std::move(ref));
   }
 }
 
@@ -263,38 +240,49 @@ void report(const Plan& plan, const std::vector<deep::FileResult>& results, Find
               "symlink, an interrupted copy or restore); " + e.fix);
     }
 
-    for (size_t k = 0; k < plan.tensors[j].size(); ++k) {
-      const TensorRef& t = plan.tensors[j][k];
-      const deep::ScanResult& r = res.tensors[k];
-      const std::string& file = t.shard->file;
-      const std::string name(t.entry->name);
-      std::string dt(st::dtype_name(t.entry->dtype));
+    for (const TensorRef& t : plan.tensors[j]) {
+      // A pickled view may be several spans: counts add up, the first index is the smallest
+      // logical index any span's first hit maps to.
+      deep::ScanResult r;
+      for (size_t k = 0; k < t.spans.size(); ++k) {
+        const deep::ScanResult& p = res.tensors[t.spans[k]];
+        r.elements += p.elements;
+        r.nan += p.nan;
+        r.inf += p.inf;
+        r.nonzero = r.nonzero || p.nonzero;
+        if (p.first_nan != deep::kNone) r.first_nan = std::min(r.first_nan, t.map(t.span_first[k] + p.first_nan));
+        if (p.first_inf != deep::kNone) r.first_inf = std::min(r.first_inf, t.map(t.span_first[k] + p.first_inf));
+      }
+      const std::string& file = t.file;
+      const std::string& name = t.name;
+      std::string dt(st::dtype_name(t.dtype));
       bool partial = r.elements < t.numel;
       std::string of = partial ? " of the " + std::to_string(r.elements) + " " + dt + " values that could be read (of " +
                                      std::to_string(t.numel) + ")"
-                               : " of " + std::to_string(t.numel) + " " + dt + " values";
+                               : " of " + std::to_string(t.numel) + (t.distinct_only ? " distinct stored " : " ") + dt + " values";
       if (r.nan) {
         capped.add("HS002", file, name,
-                   std::to_string(r.nan) + of + " are NaN, the first at " + index_str(r.first_nan, t.entry->shape),
+                   std::to_string(r.nan) + of + " are NaN, the first at " + index_str(r.first_nan, t.shape),
                    "a NaN weight turns every activation it touches into NaN and the model generates garbage: a "
                    "diverged training run, a broken conversion or corrupted bytes. Compare with the source checkpoint");
       }
       if (r.inf) {
         std::string hint = "an Inf weight makes activations Inf, and NaN within a layer or two (Inf - Inf, Inf x 0)";
-        if (t.entry->dtype == st::DType::F16)
+        if (t.dtype == st::DType::F16)
           hint += "; F16 holds at most 65504, so an F32/BF16 checkpoint with larger values converted to F16 "
                   "overflows: convert to BF16 instead, or clamp before converting";
         else
           hint += ": a diverged training run, a broken conversion or corrupted bytes. Compare with the source checkpoint";
         capped.add("HS003", file, name,
-                   std::to_string(r.inf) + of + " are +/-Inf, the first at " + index_str(r.first_inf, t.entry->shape),
+                   std::to_string(r.inf) + of + " are +/-Inf, the first at " + index_str(r.first_inf, t.shape),
                    hint);
       }
-      if (!r.nonzero && !partial && res.error.empty() && t.numel >= kMinZeroElements && deep::has_zero_value(t.entry->dtype) &&
+      if (!r.nonzero && !partial && res.error.empty() && t.numel >= kMinZeroElements && deep::has_zero_value(t.dtype) &&
           !zero_is_plausible(name)) {
-        bool hole = deep::is_hole(job.path, job.tensors[k].offset, job.tensors[k].nbytes);
+        const deep::TensorSpan& span0 = job.tensors[t.spans.front()];
+        bool hole = t.spans.size() == 1 && deep::is_hole(job.path, span0.offset, span0.nbytes);
         capped.add("HS004", file, name,
-                   "all " + std::to_string(t.numel) + " " + dt + " values of shape " + shape_str(t.entry->shape) +
+                   "all " + std::to_string(t.numel) + " " + dt + " values of shape " + shape_str(t.shape) +
                        " are zero" +
                        (hole ? "; its bytes are a hole in a sparse file (never written)" : std::string()),
                    hole ? "the file was preallocated or extended and the data never arrived (an interrupted or "
@@ -313,6 +301,7 @@ void run(const Checkpoint& ck, const VerifyOptions& opts, FindingSink& out) {
   if (!opts.deep || ck.snapshot_missing) return;
   Plan plan;
   for (const auto& sh : ck.shards) plan_shard(ck, sh, plan);
+  plan_pickles(ck, plan);
   plan_hashes(ck, plan);
   if (plan.jobs.empty()) return;
   deep::Options deep_opts;

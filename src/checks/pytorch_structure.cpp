@@ -6,6 +6,7 @@
 #include <map>
 
 #include "checks/family.h"
+#include "checks/pytorch_twins.h"
 #include "checks/util.h"
 #include "io/checked.h"
 #include "io/file.h"
@@ -15,7 +16,7 @@ namespace ckpt::checks {
 
 namespace {
 
-constexpr std::array<CheckInfo, 14> kCodes{{
+constexpr std::array<CheckInfo, 15> kCodes{{
     {"PT001", Severity::error, "weight file is not a PyTorch checkpoint"},
     {"PT002", Severity::error, "archive truncated or damaged"},
     {"PT003", Severity::error, "torch framing is wrong (version, root folder, legacy header)"},
@@ -30,6 +31,7 @@ constexpr std::array<CheckInfo, 14> kCodes{{
     {"PT012", Severity::info, "compressed storage record (torch cannot mmap it)"},
     {"PT013", Severity::warning, "weight file holds no tensors"},
     {"PT014", Severity::info, "both .bin and .safetensors weights: which one loaders read"},
+    {"PT022", Severity::warning, "the .bin and the .safetensors hold different values for a tensor (--deep)"},
 }};
 
 std::string dims(const std::vector<int64_t>& v) {
@@ -51,9 +53,6 @@ std::string sniff_kind(const Checkpoint& ck, const std::string& rel) {
   if (head.rfind("\x1f\x8b", 0) == 0) return "a gzip stream";
   return "neither a torch zip (PK\\x03\\x04), a legacy torch stream (\\x80\\x02\\x8a\\x0a + magic) nor a pickle";
 }
-
-// torch dtype name -> the table's DType (model/pytorch_shards.cpp).
-DType torch_dtype_of(std::string_view n) { return torch_dtype(n); }
 
 struct Extent {
   uint64_t begin = 0, end = 0;  // bytes inside the storage
@@ -214,7 +213,7 @@ void structure(const Checkpoint& ck, const pt::FileScan& s, FindingSink& out) {
       continue;
     }
     const auto cap = io::checked_mul(st.numel, st.itemsize);
-    if (cap && e.end > *cap || (cap && e.begin > *cap))
+    if (cap && (e.end > *cap || e.begin > *cap))
       out.add("PT007", Severity::error,
               "tensor " + name + " (size " + dims(t.shape) + ", stride " + dims(t.stride) + ", offset " +
                   std::to_string(t.storage_offset) + ", " + t.dtype + ") needs bytes [" + std::to_string(e.begin) + ", " +
@@ -267,65 +266,9 @@ void structure(const Checkpoint& ck, const pt::FileScan& s, FindingSink& out) {
             s.file, {}, "legitimate for tied embeddings and Meta's per-layer storages; safetensors conversion must clone or drop them");
 }
 
-// A repo shipping both formats: loaders read the safetensors (transformers' use_safetensors
-// default, vLLM, SGLang, TGI, mlx); say so, and whether the .bin holds the same tensors.
-void both_formats(const Checkpoint& ck, FindingSink& out) {
-  std::vector<const pt::FileScan*> bins;
-  for (const auto& s : ck.pickle_scans)
-    if (s.weights_read && pt::is_weights_name(s.file) && (s.container == pt::Container::TorchZip || s.container == pt::Container::Legacy))
-      bins.push_back(&s);
-  bool any_st = false;
-  for (const auto& sh : ck.shards) any_st |= sh.format == Format::safetensors;
-  if (bins.empty() || !any_st) return;
-  std::map<std::string, std::pair<std::string, std::vector<uint64_t>>> in_bin;
-  std::vector<std::string> names;
-  for (const auto* s : bins) {
-    names.push_back(s->file);
-    for (const auto& t : s->tensors) {
-      std::vector<uint64_t> shape;
-      for (auto d : t.shape) shape.push_back(static_cast<uint64_t>(std::max<int64_t>(d, 0)));
-      in_bin[t.name] = {std::string(dtype_name(torch_dtype_of(t.dtype))), shape};
-    }
-  }
-  size_t only_bin = 0, only_st = 0, differ = 0, same = 0;
-  std::string example;
-  std::map<std::string, bool> seen;
-  for (const auto& sh : ck.shards) {
-    if (sh.format != Format::safetensors) continue;
-    for (const auto& e : sh.header.tensors) {
-      const std::string n(e.name);
-      auto it = in_bin.find(n);
-      if (it == in_bin.end()) {
-        ++only_st;
-        if (example.empty()) example = n + " is only in the safetensors";
-        continue;
-      }
-      seen[n] = true;
-      if (it->second.first == dtype_name(e.dtype) && it->second.second == std::vector<uint64_t>(e.shape)) ++same;
-      else {
-        ++differ;
-        if (example.empty()) example = n + " differs in dtype or shape";
-      }
-    }
-  }
-  for (const auto& [n, v] : in_bin)
-    if (!seen.count(n)) {
-      ++only_bin;
-      if (example.empty()) example = n + " is only in the .bin";
-    }
-  const bool identical = !only_bin && !only_st && !differ;
-  out.add("PT014", Severity::info,
-          list_names(names) + " sit beside safetensors weights: transformers (use_safetensors default), vLLM, SGLang, TGI and "
-          "mlx load the safetensors and never the .bin; " +
-              (identical ? "the .bin holds the same " + std::to_string(same) + " tensors (names, dtypes, shapes)"
-                         : "they differ: " + std::to_string(only_bin) + " tensor(s) only in the .bin, " + std::to_string(only_st) +
-                               " only in the safetensors, " + std::to_string(differ) + " with another dtype or shape (" + example + ")"),
-          "", "", identical ? "the .bin is redundant; drop it to stop pickle loads of it" : "the two exports disagree; a loader forced to use_safetensors=False gets other weights");
-}
-
-void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
+void run(const Checkpoint& ck, const VerifyOptions& opts, FindingSink& out) {
   for (const auto& s : ck.pickle_scans) structure(ck, s, out);
-  both_formats(ck, out);
+  both_formats(ck, opts, out);  // pytorch_twins.cpp
 }
 
 }  // namespace

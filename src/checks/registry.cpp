@@ -29,6 +29,7 @@ static const FamilyDef* const kFamilies[] = {
     &checks::kGgufTokenizerFamily,
     &checks::kPickleSafetyFamily,
     &checks::kPyTorchStructureFamily,
+    &checks::kMetaLayoutFamily,
     &checks::kHashesFamily,
     &checks::kGgufDeepFamily,
     &checks::kEnginesFamily,

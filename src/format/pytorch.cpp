@@ -158,14 +158,10 @@ class Scanner {
     out_.version = proto.kind == pickle::Kind::Int ? std::to_string(proto.i) : "?";
     if (proto.kind != pickle::Kind::Int || proto.i != 1001)
       structure("legacy protocol version is " + out_.version + ", torch requires 1001 (\"Invalid protocol version\")", magic.end);
-    // sys_info: little_endian
-    const auto& info = parts[1].at(parts[1].root);
+    // The storages of a legacy stream are little-endian whatever sys_info's little_endian says
+    // (that is the writing host): THPStorage_writeFileRaw converts to little-endian on write and
+    // THPStorage_readFileRaw converts back on a big-endian host (torch/csrc/serialization.cpp).
     out_.byteorder = "little";
-    for (size_t i = 0; i + 1 < info.items.size(); i += 2) {
-      const auto& k = parts[1].at(info.items[i]);
-      const auto& v = parts[1].at(info.items[i + 1]);
-      if (k.kind == pickle::Kind::Str && k.text == "little_endian" && v.kind == pickle::Kind::Bool && !v.flag) out_.byteorder = "big";
-    }
     extract_tensors(parts[2], out_);
     out_.weights_read = true;
     // The storages follow in the order of the key list: int64 count, then count x itemsize bytes.

@@ -117,10 +117,18 @@ const st::TensorEntry* Checkpoint::weight(std::string_view name) const {
   return it == weights_.end() ? nullptr : it->second.entry;
 }
 
+// Meta's consolidated.NN.pth ranks are not in `shards` (no loader reads them as one table) but
+// are weights: the summary counts them.
+static bool is_meta_rank(const pt::FileScan& s) {
+  return s.weights_read && s.file.find('/') == std::string::npos && s.file.rfind("consolidated.", 0) == 0 &&
+         s.file.size() > 4 && s.file.compare(s.file.size() - 4, 4, ".pth") == 0;
+}
+
 uint64_t Checkpoint::total_tensors() const {
   uint64_t n = 0;
   for (const auto& s : shards) n += s.header.tensors.size();
   for (const auto& s : gguf_shards) n += s.gguf ? s.gguf->tensors.size() : 0;
+  for (const auto& s : pickle_scans) n += is_meta_rank(s) ? s.tensors.size() : 0;
   return n;
 }
 
@@ -128,6 +136,7 @@ uint64_t Checkpoint::total_bytes() const {
   uint64_t n = 0;
   for (const auto& s : shards) n += s.header.file_size;
   for (const auto& s : gguf_shards) n += s.header.file_size;
+  for (const auto& s : pickle_scans) n += is_meta_rank(s) ? s.file_size : 0;
   return n;
 }
 

@@ -24,6 +24,10 @@ DType torch_dtype(std::string_view n) {
 
 namespace {
 
+bool starts_with_consolidated(std::string_view rel) {
+  return rel.rfind("consolidated.", 0) == 0 && rel.size() > 4 && rel.substr(rel.size() - 4) == ".pth";
+}
+
 // The byte span [begin, end) of the file a tensor's elements lie in (empty for zero-size).
 std::pair<uint64_t, uint64_t> file_span(const pt::Tensor& t, const pt::Storage& s) {
   const uint64_t item = std::max<uint32_t>(t.itemsize, 1);
@@ -50,6 +54,9 @@ void add_pytorch_shards(Checkpoint& ck, const std::vector<std::string_view>& ind
     if (scan.container != pt::Container::TorchZip && scan.container != pt::Container::Legacy) continue;
     const bool indexed = std::find(indexed_files.begin(), indexed_files.end(), scan.file) != indexed_files.end();
     if (!pt::is_weights_name(scan.file) && !(indexed && !scan.tensors.empty())) continue;
+    // Meta's consolidated.NN.pth hold one model-parallel slice each, under Meta's names: no
+    // loader reads them as one table; PT015-PT021 (checks/pytorch_meta.cpp) judge them.
+    if (starts_with_consolidated(scan.file)) continue;
     Shard sh;
     sh.file = scan.file;
     sh.format = Format::pytorch;

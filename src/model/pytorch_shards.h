@@ -4,8 +4,8 @@
 
 namespace ckpt {
 
-// Adds every PyTorch weight file the scan read (pytorch_model*.bin, consolidated.*.pth, and
-// any file the index names) to ck.shards as a Format::pytorch shard. Each tensor is a
+// Adds every PyTorch weight file the scan read (pytorch_model*.bin and any file the index
+// names; not Meta's per-rank consolidated.*.pth, which the PT Meta-layout checks judge) to ck.shards as a Format::pytorch shard. Each tensor is a
 // TensorEntry whose byte range is the span of the file its strided extent covers
 // (Header::data_base = 0: offsets are absolute). Pickle-specific facts stay in ck.pickle_scans.
 void add_pytorch_shards(Checkpoint& ck, const std::vector<std::string_view>& indexed_files);

@@ -25,6 +25,8 @@ int run_fixture(int argc, char** argv) {
   app.add_option("--format", format,
                  "weight format: safetensors (default), gguf (llama.cpp's layout, keys and tensor names) or pytorch "
                  "(torch.save zip .bin files)");
+  app.add_flag("--pytorch-legacy", o.pytorch_legacy,
+               "with --format pytorch: write the legacy torch.save stream (_use_new_zipfile_serialization=False) instead of the zip");
   app.add_option("--defect", o.defects, "plant a defect (repeatable; see --list-defects)");
   app.add_option("--seed", o.seed, "seed of the weight generator (default 0)");
   app.add_option("--layers", layers, "number of decoder layers");
@@ -65,6 +67,10 @@ int run_fixture(int argc, char** argv) {
   }
   if (arch.empty() || out.empty()) {
     std::fprintf(stderr, "ckpt fixture: ARCH and OUT_DIR are required (or --list / --list-defects)\n");
+    return 2;
+  }
+  if (o.pytorch_legacy && format != "pytorch") {
+    std::fprintf(stderr, "ckpt fixture: --pytorch-legacy needs --format pytorch\n");
     return 2;
   }
   if (format == "gguf") {
