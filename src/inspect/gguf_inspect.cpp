@@ -194,50 +194,71 @@ bool inspect_gguf(const Checkpoint& ck, const Options& opts, Inspection& in) {
   if (m.tied) lookup = 0;  // the embedding is also the output matmul
   in.params.active_excluding_embedding = in.params.active - std::min(in.params.active, lookup);
 
-  // ---- KV cache as llama.cpp allocates it
+  // ---- KV cache as llama.cpp allocates it (specs/gguf.md 8.2, 3.3)
   KvLayout layout;
-  const uint64_t kv_lora = f.get_uint(key("attention.kv_lora_rank")).value_or(0);
-  const uint64_t rope_dim = f.get_uint(key("rope.dimension_count")).value_or(0);
-  const uint64_t window = f.get_uint(key("attention.sliding_window")).value_or(0);
+  const uint64_t kd_mla = f.get_uint(key("attention.key_length_mla")).value_or(0);
+  const uint64_t vd_mla = f.get_uint(key("attention.value_length_mla")).value_or(0);
+  const bool mla = kd_mla && vd_mla;  // is_mla(): both present and non-zero; V is read from the latent
+  // sliding window: gemma2 defaults to 4096, gpt-oss requires it, phi3 reads it and turns SWA off
+  uint64_t window = f.get_uint(key("attention.sliding_window")).value_or(arch == "gemma2" ? 4096 : 0);
+  if (arch == "phi3") window = 0;
+  const gguf::KeyValue* pattern = f.find(key("attention.sliding_window_pattern"));
+  const uint64_t default_period = arch == "gemma2" || arch == "gpt-oss" ? 2 : arch == "gemma3" ? 6 : 1;
+  auto is_swa = [&](uint64_t il) {
+    if (!window) return false;
+    if (pattern && pattern->value.is_array()) {
+      if (il >= pattern->value.count) return false;
+      if (auto v = pattern->value.uint_at(il)) return *v != 0;
+      return false;
+    }
+    const uint64_t n = pattern ? pattern->value.as_uint().value_or(default_period) : default_period;
+    if (n == 0) return true;
+    return il % n < n - 1;  // the last layer of each group is dense
+  };
+  // llama-server's SWA cache (swa_full off): min(kv_size, n_swa + n_ubatch 512), padded to 256
+  const uint64_t swa_cells = (window + 512 + 255) / 256 * 256;
   if (m.layers > 0 && m.heads > 0) {
     layout.known = true;
     layout.sliding_window = window;
+    const uint64_t kd = f.get_uint(key("attention.key_length")).value_or(uint64_t(m.hidden / m.heads));
+    const uint64_t vd = f.get_uint(key("attention.value_length")).value_or(kd);
+    const uint64_t kd_swa = f.get_uint(key("attention.key_length_swa")).value_or(kd);
+    const uint64_t vd_swa = f.get_uint(key("attention.value_length_swa")).value_or(vd);
     for (int64_t l = 0; l < m.layers; ++l) {
       AttnLayer a;
       const uint64_t nkv = meta_uint(f, key("attention.head_count_kv"), size_t(l)).value_or(uint64_t(m.kv_heads));
-      const uint64_t kd = f.get_uint(key("attention.key_length")).value_or(uint64_t(m.hidden / m.heads));
-      const uint64_t vd = f.get_uint(key("attention.value_length")).value_or(kd);
-      if (kv_lora) {
+      const bool swa = is_swa(uint64_t(l));
+      if (nkv == 0) {
+        a.kind = LayerKind::Linear;  // recurrent layers of hybrid models carry no KV heads
+      } else if (mla) {
         a.kind = LayerKind::Mla;
-        a.k_elems = kv_lora + rope_dim;
+        a.k_elems = kd * nkv;  // kv_lora_rank + rope dims, one "head"
       } else {
-        a.k_elems = nkv * kd;
-        a.v_elems = nkv * vd;
-        if (nkv == 0) a.kind = LayerKind::Linear;  // recurrent layers of hybrid models carry no KV heads
-      }
-      // sliding layers by the architecture's pattern (llama.cpp's llama-model.cpp per arch)
-      bool sliding = false;
-      if (window && !kv_lora) {
-        if (arch == "gemma2" || arch == "gpt-oss" || arch == "gpt_oss") sliding = l % 2 == 0;
-        else if (arch == "gemma3" || arch == "gemma3n") sliding = (l + 1) % 6 != 0;
-        else if (arch == "mistral" || arch == "llama") sliding = false;
-      }
-      if (sliding) {
-        a.kind = LayerKind::Sliding;
-        a.window = window;
+        a.k_elems = nkv * (swa ? kd_swa : kd);
+        a.v_elems = nkv * (swa ? vd_swa : vd);
+        if (swa) {
+          a.kind = LayerKind::Sliding;
+          a.window = swa_cells;
+        }
       }
       layout.layers.push_back(a);
     }
-    layout.attention = kv_lora ? "mla" : m.kv_heads == 1 ? "mqa" : m.kv_heads < m.heads ? "gqa" : "mha";
-    if (window && arch != "gemma2" && arch != "gemma3" && arch != "gemma3n" && arch != "gpt-oss")
-      layout.notes.push_back(key("attention.sliding_window") + " is set, but ckpt knows no sliding-layer pattern for '" +
-                             arch + "': every layer is counted as full attention");
+    layout.attention = mla ? "mla" : m.kv_heads == 1 ? "mqa" : m.kv_heads < m.heads ? "gqa" : "mha";
+    if (window)
+      layout.notes.push_back("sliding-window layers hold min(context, " + std::to_string(window) +
+                             " + n_ubatch 512) cells padded to 256, as llama-server allocates them (swa_full off; "
+                             "the C API's default swa_full on gives them the whole context: --swa full)");
   } else {
     in.notes.push_back("the GGUF metadata gives no " + key("block_count") + " / " + key("attention.head_count") +
                        ": the KV cache is not sized");
   }
   for (const auto& n : layout.notes) in.notes.push_back(n);
-  const uint64_t context = opts.context ? opts.context : m.max_position_embeddings > 0 ? uint64_t(m.max_position_embeddings) : 4096;
+  uint64_t context = opts.context ? opts.context : m.max_position_embeddings > 0 ? uint64_t(m.max_position_embeddings) : 4096;
+  if (context % 256) {
+    in.notes.push_back("llama.cpp pads the context to a multiple of 256: " + std::to_string(context) + " -> " +
+                       std::to_string((context + 255) / 256 * 256) + " cells");
+    context = (context + 255) / 256 * 256;
+  }
   KvOptions kvo = opts.kv;
   if (kvo.dtype == "auto") kvo.dtype = "f16";  // llama.cpp's default cache type (-ctk/-ctv f16)
   in.kv = kv_cache(layout, kvo, "f16", context, std::max<uint64_t>(1, opts.batch));
