@@ -50,9 +50,10 @@ foreach(h ${CKPT_PUBLIC_HEADERS})
 endforeach()
 install(FILES ${ckpt_header_files} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ckpt COMPONENT dev)
 
+# A shared libckpt is its own component (lib): the .deb puts it in its own package, libckpt0.MINOR.
 install(TARGETS ckpt_library EXPORT ckptTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_COMPONENT dev
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 set(CKPT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ckpt)
 install(EXPORT ckptTargets NAMESPACE ckpt:: DESTINATION ${CKPT_CMAKE_DIR} COMPONENT dev)
