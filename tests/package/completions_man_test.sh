@@ -26,6 +26,12 @@ has() { grep "$@" >/dev/null; }
 
 commands=$("$ckpt" --help | awk '/^commands:/{on=1; next} on && /^  [a-z]/{print $1}')
 [ "$(wc -l <<< "$commands")" -ge 10 ] || fail "too few commands in --help: $commands"
+# The completions list the engine names themselves: they must be the binary's profiles.
+engines=$("$ckpt" engines --format json | python3 -c 'import json,sys; print("\n".join(e["name"] for e in json.load(sys.stdin)["engines"]))')
+[ "$(wc -l <<< "$engines")" -ge 5 ] || fail "too few engines: $engines"
+offers_engines() {  # offers_engines SHELL CANDIDATES
+  for e in $engines; do grep -qxF -- "$e" <<< "$2" || fail "$1: 'ckpt verify --engine <TAB>' does not offer $e (offers: $(tr '\n' ' ' <<< "$2"))"; done
+}
 complete_words() {  # complete_words WORD... : the bash completion's candidates for the last word
   bash -c 'source "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _ckpt; printf "%s\n" "${COMPREPLY[@]}"' \
     "$src/completions/ckpt.bash" "$@"
@@ -59,6 +65,7 @@ if [ -r "$bash_completion" ]; then
   loader_complete "ckpt ver" | has -x verify || fail "bash-completion: 'ckpt ver<TAB>' does not offer verify"
   loader_complete "ckpt verify --for" | has -x -- --format || fail "bash-completion: 'ckpt verify --for<TAB>' does not offer --format"
   loader_complete "ckpt explain QZ00" | has -x QZ004 || fail "bash-completion: no explain codes"
+  offers_engines bash-completion "$(loader_complete "ckpt verify --engine ")"
 else
   unchecked+=("bash-completion (bash's loader)")
 fi
@@ -74,6 +81,7 @@ if command -v zsh >/dev/null; then
   for c in $commands; do grep -qx "$c" <<< "$out" || fail "zsh: 'ckpt <TAB>' offers [$out], not $c"; done
   zsh_complete "ckpt verify --format j" | has -x jsonl || fail "zsh: no --format values"
   zsh_complete "ckpt explain QZ00" | has -x QZ004 || fail "zsh: no explain codes"
+  offers_engines zsh "$(zsh_complete "ckpt verify --engine ")"
   zsh_complete "ckpt template " | has -x render || fail "zsh: no template subcommands"
 else
   unchecked+=(zsh)
@@ -90,6 +98,8 @@ if command -v fish >/dev/null; then
   fish_complete "ckpt verify --for" | has -- "^--format" || fail "fish: 'ckpt verify --for<TAB>' does not offer --format"
   fish_complete "ckpt verify --de" | has -- "^--deep" || fail "fish completion does not offer --deep"
   fish_complete "ckpt explain QZ00" | has "^QZ004" || fail "fish completion does not offer codes"
+  fish_complete "ckpt verify --format j" | has -x jsonl || fail "fish: no --format values"
+  offers_engines fish "$(fish_complete "ckpt verify --engine " | cut -f1)"
 else
   unchecked+=(fish)
 fi
