@@ -1,6 +1,7 @@
 # The Debian package: `cpack -G DEB --config build/CPackConfig.cmake` (or `ninja -C build package`)
 # writes ckpt_<version>_<arch>.deb (the CLI, man pages, completions, docs) and
-# ckpt-dev_<version>_<arch>.deb (libckpt, headers, CMake and pkg-config files). Dependencies are
+# ckpt-dev_<version>_<arch>.deb (libckpt, headers, CMake and pkg-config files), and with
+# -DBUILD_SHARED_LIBS=ON libckpt0.<minor>_<version>_<arch>.deb (the shared library). Dependencies are
 # computed by dpkg-shlibdeps. tests/package/deb_test.sh builds, lints and runs it.
 set(CKPT_DEB_MAINTAINER "ckpt maintainers <ckpt@packages.example.org>" CACHE STRING "Maintainer field of the .deb")
 
@@ -57,7 +58,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_COMPRESSION_TYPE gzip)  # xz of the 170 MB static library takes minutes
 # Two packages by component group: ckpt (runtime + the compressed man pages and doc files)
-# and ckpt-dev. The uncompressed man pages `cmake --install` puts (component man) stay out.
+# and ckpt-dev (and libckpt0.MINOR in a shared build). The uncompressed man pages `cmake --install` puts (component man) stay out.
 set(CPACK_COMPONENTS_ALL runtime deb_only dev dev_deb_only)
 if(BUILD_SHARED_LIBS)
   list(APPEND CPACK_COMPONENTS_ALL lib lib_deb_only)
