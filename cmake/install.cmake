@@ -26,6 +26,16 @@ target_include_directories(ckpt_library INTERFACE
 # libckpt still needs them at link time, which CMake exports as $<LINK_ONLY:...>).
 target_link_libraries(ckpt_library PRIVATE simdjson::simdjson fmt::fmt CURL::libcurl OpenSSL::Crypto Threads::Threads
                       ZLIB::ZLIB LibLZMA::LibLZMA)  # zip members and 7z archives of the pickle scan
+if(BUILD_SHARED_LIBS)
+  # A shared libckpt records its dependencies itself (DT_NEEDED), so ckptConfig.cmake looks none
+  # of them up (the export still names simdjson::simdjson and fmt::fmt as link-dependent, which
+  # CMake uses only to find them for -rpath-link and ignores when the consumer has no such
+  # target). It exports only ckpt:: symbols (cmake/libckpt.map), and a symbol left undefined
+  # fails its own link rather than a consumer's.
+  set(ckpt_map ${CMAKE_SOURCE_DIR}/cmake/libckpt.map)
+  target_link_options(ckpt_library PRIVATE -Wl,--version-script=${ckpt_map} -Wl,--no-undefined)
+  set_target_properties(ckpt_library PROPERTIES LINK_DEPENDS ${ckpt_map})
+endif()
 if(CKPT_BUILD_FUZZ)
   set_target_properties(ckpt_library PROPERTIES EXCLUDE_FROM_ALL ON)
 endif()
@@ -40,9 +50,10 @@ foreach(h ${CKPT_PUBLIC_HEADERS})
 endforeach()
 install(FILES ${ckpt_header_files} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ckpt COMPONENT dev)
 
+# A shared libckpt is its own component (lib): the .deb puts it in its own package, libckpt0.MINOR.
 install(TARGETS ckpt_library EXPORT ckptTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_COMPONENT dev
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 set(CKPT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ckpt)
 install(EXPORT ckptTargets NAMESPACE ckpt:: DESTINATION ${CKPT_CMAKE_DIR} COMPONENT dev)

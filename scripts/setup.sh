@@ -19,6 +19,7 @@ PACKAGES=(
   libcpp-httplib-dev                 # loopback mock hub in tests
   python3-jsonschema                 # validates every JSON/SARIF report against its schema (tests/package)
   lintian dpkg-dev fakeroot file     # builds and lints the .deb (tests/package)
+  bash-completion zsh fish groff-base  # drive the installed completions in each shell; render the man pages (tests/package)
   python3 python3-numpy              # test oracles (independent safetensors reader, dequantisation)
   curl                               # fetch benchmark baseline
 )

@@ -7,7 +7,7 @@
 #   CKPT_ENGINE     the engine judged for (default vllm; see `ckpt engines`)
 #   CKPT_CACHE_DIR  the hub cache (default: HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub)
 #   CKPT_STRICT=1   warnings also refuse
-# Exit: the server's own status (exec), or ckpt's (1 findings, 2 unreadable) when it refuses.
+# Exit: the server's own status (exec), or ckpt's (1 findings, 2 unreadable or not cached) when it refuses.
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: entrypoint.sh MODEL SERVER [ARGS...]" >&2
@@ -27,8 +27,9 @@ fi
 # 2. The directory that will be served: a cache repo is resolved once, to one snapshot.
 if [ -d "$model" ]; then
   model_dir=$(cd "$model" && pwd -P)
-else
-  model_dir=$("$ckpt" resolve "$model" --offline "${cache_args[@]}")
+elif ! model_dir=$("$ckpt" resolve "$model" --offline "${cache_args[@]}"); then
+  echo "entrypoint: $model is not in the cache (fetch it first, e.g. CKPT_PREPARE=\"ckpt fetch $model\"); not starting $1" >&2
+  exit 2  # as ckpt verify of a target it cannot read
 fi
 
 # 3. Verify that directory, for the engine that will load it.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian package: cpack writes ckpt_<version>_<arch>.deb (and ckpt-dev), its dependencies
-# are computed, it unpacks into a temporary root where ckpt --version, demo, verify, explain and
-# the ckpt-fetch sibling run, and lintian reports no errors.   deb_test.sh BUILD_DIR
+# are computed (a shared build adds libckpt0.MINOR), it unpacks into a temporary root where
+# ckpt --version, demo, verify, explain and the ckpt-fetch sibling run, and lintian reports no
+# errors.   deb_test.sh BUILD_DIR
 set -euo pipefail
 build=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -32,6 +33,21 @@ grep -q "/usr/share/doc/ckpt/copyright$" "$tmp/contents" || fail "no copyright f
 grep -q "/usr/include\|libckpt" "$tmp/contents" && fail "headers or the library in the runtime package"
 grep -q "/usr/include/ckpt/ckpt.h$" "$tmp/dev-contents" || fail "no headers in ckpt-dev"
 grep -q "/pkgconfig/ckpt.pc$" "$tmp/dev-contents" || fail "no pkg-config file in ckpt-dev"
+# A shared build (-DBUILD_SHARED_LIBS=ON) adds the library package, named after the soname.
+debs=("$deb" "$dev")
+lib=$(ls "$tmp/out"/libckpt*_"${version}_${arch}.deb" 2>/dev/null || true)
+if [ -n "$lib" ]; then
+  libpkg=$(dpkg-deb -f "$lib" Package)
+  dpkg-deb -c "$lib" > "$tmp/lib-contents"
+  grep -q "/usr/lib/.*libckpt\.so\.[0-9.]*$" "$tmp/lib-contents" || fail "no libckpt.so in $libpkg"
+  soname=$(dpkg-deb -f "$lib" Package | sed 's/^libckpt/libckpt.so./')
+  grep -q "/$soname -> " "$tmp/lib-contents" || fail "$libpkg lacks the $soname link"
+  dpkg-deb -I "$lib" triggers | grep -qx "activate-noawait ldconfig" || fail "$libpkg has no ldconfig trigger"
+  grep -q "$libpkg (= $version)" <<< "$(dpkg-deb -f "$dev" Depends)" || fail "ckpt-dev does not depend on $libpkg"
+  grep -q "libckpt\.so -> " "$tmp/dev-contents" || fail "ckpt-dev lacks the libckpt.so link"
+  debs+=("$lib")
+  echo "shared: $(basename "$lib") holds $soname"
+fi
 
 root=$tmp/root
 dpkg-deb -x "$deb" "$root"
@@ -50,7 +66,7 @@ if ! command -v lintian >/dev/null; then
   echo "SKIP: lintian is not installed (the package itself was built and run)"
   exit 77
 fi
-lintian --tag-display-limit 0 "$deb" "$dev" > "$tmp/lintian.out" 2>&1 || true
+lintian --tag-display-limit 0 "${debs[@]}" > "$tmp/lintian.out" 2>&1 || true
 cat "$tmp/lintian.out"
 if grep -q "^E: " "$tmp/lintian.out"; then fail "lintian reports errors"; fi
-echo "deb: $(basename "$deb") ($(stat -c %s "$deb") bytes) and $(basename "$dev") built, unpacked and run; lintian: $(grep -c '^W: ' "$tmp/lintian.out" || true) warnings, 0 errors"
+echo "deb: $(basename "$deb") ($(stat -c %s "$deb") bytes), $(basename "$dev")${lib:+ and $(basename "$lib")} built, unpacked and run; lintian: $(grep -c '^W: ' "$tmp/lintian.out" || true) warnings, 0 errors"

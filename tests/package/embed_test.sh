@@ -2,9 +2,10 @@
 # Install and embed: `cmake --install` into a temporary prefix, check what is (and is not)
 # installed, then build examples/embed/ against the installed package (CMake and pkg-config)
 # and run it on a good and a broken fixture.
-#   embed_test.sh BUILD_DIR SOURCE_DIR
+# With a shared libckpt (-DBUILD_SHARED_LIBS=ON) also its SONAME, exports and run-time lookup.
+#   embed_test.sh BUILD_DIR SOURCE_DIR [shared]     (shared: fail unless BUILD_DIR's libckpt is shared)
 set -euo pipefail
-build=$(realpath "$1") src=$(realpath "$2")
+build=$(realpath "$1") src=$(realpath "$2") want=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
@@ -56,11 +57,36 @@ head -1 "$tmp/tour.out" | python3 -c 'import json,sys; r=json.load(sys.stdin); a
   || fail "api_tour JSON lacks IX002"
 grep -qx "template: <|user|>hi" "$tmp/tour.out" || fail "api_tour template output: $(tail -1 "$tmp/tour.out")"
 
+# The shared variant (-DBUILD_SHARED_LIBS=ON): what a distribution and a consumer rely on.
+shared=$prefix/$libdir/libckpt.so
+[ "$want" != shared ] || [ -e "$shared" ] || fail "$build is not a -DBUILD_SHARED_LIBS=ON build (no libckpt.so installed)"
+if [ -e "$shared" ]; then
+  soname=$(readelf -d "$shared" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  [[ $soname =~ ^libckpt\.so\.[0-9]+\.[0-9]+$ ]] || fail "SONAME '$soname' is not libckpt.so.MAJOR.MINOR"
+  [ -e "$prefix/$libdir/$soname" ] || fail "no $soname symlink installed"
+  readelf -d "$tmp/embed/verify_before_load" | grep -q "NEEDED.*\[$soname\]" || fail "the example does not link $soname"
+  # It runs from the install prefix: the library it loads is the installed one.
+  loaded=$(ldd "$tmp/embed/verify_before_load" | awk -v s="$soname" '$1 == s {print $3}')
+  [ "$(realpath "$loaded")" = "$(realpath "$prefix/$libdir/$soname")" ] || fail "the example loads '$loaded', not the installed $soname"
+  ldd -r "$shared" 2>&1 | grep -q "undefined symbol" && fail "undefined symbols in $soname: $(ldd -r "$shared" 2>&1 | grep -m3 undefined)"
+  # Only ckpt's own symbols are exported (cmake/libckpt.map): no simdjson, fmt or std:: copies.
+  others=$(nm -DC --defined-only "$shared" | grep -v ' ckpt::' || true)
+  [ -z "$others" ] || fail "$soname exports symbols outside ckpt::, e.g. $(head -3 <<< "$others")"
+  echo "shared: $soname, $(nm -D --defined-only "$shared" | wc -l) exported symbols, all in ckpt::"
+fi
+# The CLI carries its own copy of the modules (start-up time): it needs no libckpt at run time.
+for exe in ckpt ckpt-fetch; do
+  ! readelf -d "$prefix/bin/$exe" | grep -q "NEEDED.*libckpt" || fail "$exe needs libckpt at run time"
+  ! readelf -d "$prefix/bin/$exe" | grep -q "R.*PATH" || fail "$exe carries an RPATH/RUNPATH"
+done
+
 # pkg-config, for build systems other than CMake.
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
 static=""
 [ -e "$prefix/$libdir/libckpt.a" ] && static="--static"
-g++ "$src/examples/embed/verify_before_load.cpp" -o "$tmp/pc_gate" $(pkg-config --cflags --libs $static ckpt)
+rpath=""  # a shared libckpt outside the loader's search path is found by the consumer's RUNPATH
+[ -e "$shared" ] && rpath="-Wl,-rpath,$(pkg-config --variable=libdir ckpt)"
+g++ "$src/examples/embed/verify_before_load.cpp" -o "$tmp/pc_gate" $(pkg-config --cflags --libs $static ckpt) $rpath
 "$tmp/pc_gate" "$tmp/good" >/dev/null || fail "pkg-config build refused the good fixture"
 if "$tmp/pc_gate" "$tmp/broken" 2>/dev/null; then fail "pkg-config build loaded the broken fixture"; fi
-echo "embed: CMake and pkg-config consumers built against $prefix; good fixture loaded, truncated one refused (ST014)"
+echo "embed: CMake and pkg-config consumers built against $prefix ($([ -e "$shared" ] && echo shared || echo static) libckpt); good fixture loaded, truncated one refused (ST014)"

@@ -43,9 +43,14 @@ CKPT_PREPARE="\"$CKPT\" fixture llama \"$tmp/hub\" --hf-cache org/tiny >/dev/nul
   "$entry" org/tiny "$tmp/server" serve "{model_dir}" > "$tmp/cache.out" 2>&1 || fail "cache model: $(cat "$tmp/cache.out")"
 grep -q "^model_dir=$tmp/hub/models--org--tiny/snapshots/[0-9a-f]\{40\}$" "$STUB_LOG" || fail "not the snapshot: $(cat "$STUB_LOG")"
 
-# Not in the cache: exit 1 from resolve, no server.
+# Not in the cache: exit 2 and a refusal line, no server.
 rm -f "$STUB_LOG"
-if "$entry" org/absent "$tmp/server" > "$tmp/absent.out" 2>&1; then fail "absent model served"; fi
+set +e
+"$entry" org/absent "$tmp/server" > "$tmp/absent.out" 2>&1
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "absent model: exit $rc, expected 2: $(cat "$tmp/absent.out")"
+grep -q "org/absent is not in the cache.*not starting" "$tmp/absent.out" || fail "no refusal line: $(cat "$tmp/absent.out")"
 [ ! -e "$STUB_LOG" ] || fail "the server started without a model"
 "$entry" 2>/dev/null && fail "usage error accepted"
 echo "launcher: good model served (exec'd, {model_dir} substituted), truncated one refused (exit 1), cache repo resolved after preparation"
