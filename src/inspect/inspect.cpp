@@ -27,6 +27,9 @@ Inspection inspect(const Checkpoint& ck, const Options& opts) {
   static const json::Value kEmpty = json::Object{};
   Inspection in;
   in.target = ck.target;
+  in.engine = opts.engine;
+  if (const EngineKv* e = opts.engine.empty() ? nullptr : engine_kv(opts.engine))
+    in.notes.push_back("engine " + std::string(e->engine) + ": " + std::string(e->note) + " (" + std::string(e->source) + ")");
   if (inspect_gguf(ck, opts, in)) return in;
   Context cx;
   const json::Value& cfg = ck.config.ok() && ck.config.value.is_object() ? ck.config.value : kEmpty;

@@ -189,8 +189,19 @@ struct ModelInfo {
   bool tied = false;
 };
 
+// An engine's KV-cache layout where engines differ (engine_kv.cpp).
+struct EngineKv {
+  std::string_view engine;     // canonical name, as `ckpt engines` lists it
+  bool mla_full;               // MLA models: per-head K and V instead of the latent
+  std::string_view kv_dtype;   // default cache dtype ("" = the serving dtype of the weights)
+  std::string_view note, source;
+};
+// nullptr for an engine ckpt has no KV facts for.
+const EngineKv* engine_kv(std::string_view engine);
+
 struct Options {
   KvOptions kv;
+  std::string engine;                   // canonical engine name whose layout was applied ("" = none)
   uint64_t context = 0;                 // 0: max_position_embeddings (else 4096)
   uint64_t batch = 1;
   std::optional<uint64_t> gpu_memory;   // bytes
@@ -200,6 +211,7 @@ struct Options {
 
 struct Inspection {
   std::string target;
+  std::string engine;                   // the engine whose KV layout was used ("" = none)
   ModelInfo model;
   Parameters params;
   Bytes bytes;

@@ -163,6 +163,8 @@ std::string render_json(const Inspection& in) {
   j.begin_object();
   j.value("ckpt_version", CKPT_VERSION);
   j.value("target", in.target);
+  if (in.engine.empty()) j.null("engine");
+  else j.value("engine", in.engine);
   const ModelInfo& m = in.model;
   j.begin_object("model")
       .value("model_type", m.model_type)

@@ -152,6 +152,33 @@ TEST(InspectCli, Fp8DeepSeekFixture) {
   EXPECT_GT(*j.find("quantization")->get_number("effective_bits_per_weight"), 8.0);
 }
 
+// --engine: the MLA cache as each engine lays it out. transformers caches per-head K
+// (nope + rope) and V after kv_b_proj; vLLM, SGLang, mlx-lm and llama.cpp cache the latent.
+// An explicit --mla still wins; an engine without KV facts is a usage error.
+TEST(InspectCli, EngineChoosesTheMlaLayout) {
+  TempDir tmp;
+  auto dir = make_fixture(tmp, {"deepseek_v3", (tmp / "m").string()});
+  const json::Value cfg = parse_json_text(read_text(dir / "config.json"));
+  const int64_t L = *cfg.get_int("num_hidden_layers"), r = *cfg.get_int("kv_lora_rank"),
+                rope = *cfg.get_int("qk_rope_head_dim"), nope = *cfg.get_int("qk_nope_head_dim"),
+                v = *cfg.get_int("v_head_dim"), nh = *cfg.get_int("num_attention_heads");
+  const int64_t latent = L * (r + rope) * 2, full = L * nh * (nope + rope + v) * 2;  // f16 fixture
+  for (const char* e : {"vllm", "sglang", "mlx-lm", "llama.cpp"}) {
+    json::Value j = inspect_json(dir, {"--engine", e});
+    EXPECT_EQ(j.find("kv_cache")->get_int("bytes_per_token"), latent) << e;
+    EXPECT_EQ(j.get_string("engine").value_or(""), std::string(e));
+  }
+  json::Value t = inspect_json(dir, {"--engine", "hf"});  // an alias of transformers
+  EXPECT_EQ(t.find("kv_cache")->get_int("bytes_per_token"), full);
+  EXPECT_EQ(t.get_string("engine").value_or(""), "transformers");
+  EXPECT_EQ(inspect_json(dir, {"--engine", "transformers", "--mla", "latent"}).find("kv_cache")->get_int("bytes_per_token"),
+            latent);
+  EXPECT_TRUE(inspect_json(dir).find("engine")->is_null());
+  auto bad = run_ckpt({"inspect", dir.string(), "--engine", "tgi"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("no KV-cache facts"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace ckpt::test
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/engines.h"
 #include "ckpt/timings.h"
 #include "inspect/inspect.h"
 #include "cli_parse.h"
@@ -36,6 +37,9 @@ int run_inspect(int argc, char** argv) {
   app.add_option("--state-dtype", o.kv.state_dtype, "linear-attention state dtype (auto: conv at the serving dtype, "
                  "recurrent at the config's mamba_ssm_dtype)")
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  std::string engine;
+  app.add_option("--engine", engine, "size the KV cache as this engine lays it out (vllm, sglang, llama.cpp, transformers, "
+                 "mlx-lm): MLA latent or per-head K/V, default cache dtype; --mla/--kv-dtype still override");
   app.add_option("--gpu-memory", gpu, "GPU memory to fit into (80GB, 80GiB, 24G = GiB, bytes)");
   app.add_option("--overhead", overhead, "replace the activation/workspace allowance with this size");
   app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json"}));
@@ -53,6 +57,19 @@ int run_inspect(int argc, char** argv) {
       std::fprintf(stderr, "ckpt inspect: --overhead: '%s' is not a size\n", overhead.c_str());
       return 2;
     }
+  }
+  if (!engine.empty()) {
+    std::string err;
+    auto profile = engines::find_profile(engine, &err);
+    const inspect::EngineKv* kv = profile ? inspect::engine_kv(profile->name) : nullptr;
+    if (!kv) {
+      std::fprintf(stderr, "ckpt inspect: --engine %s: %s\n", engine.c_str(),
+                   !profile ? err.c_str() : "no KV-cache facts for this engine (vllm, sglang, llama.cpp, transformers, mlx-lm have them)");
+      return 2;
+    }
+    o.engine = std::string(kv->engine);
+    if (!app.count("--mla")) mla = kv->mla_full ? "full" : "latent";
+    if (!app.count("--kv-dtype") && !kv->kv_dtype.empty()) o.kv.dtype = std::string(kv->kv_dtype);
   }
   o.context = context;
   o.batch = batch;
