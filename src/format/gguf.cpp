@@ -413,7 +413,10 @@ bool Parser::read_value(uint64_t& pos, Value& v, size_t kv_index, const std::str
     return true;
   }
   auto& spans = strings_spans[kv_index];
-  spans.reserve(v.count);
+  // The count is bounded by the bytes the file declares, not by those read: a sparse 16 GB
+  // file may declare 2^30 strings. Grow with what is really read (each string costs >= 8 bytes
+  // of header) instead of reserving 16 bytes per declared element up front.
+  spans.reserve(static_cast<size_t>(std::min<uint64_t>(v.count, uint64_t{1} << 16)));
   for (uint64_t i = 0; i < v.count; ++i) {
     Span s;
     if (!read_string(pos, s, [&] { return "string " + std::to_string(i) + " of key '" + key + "'"; }, key)) return false;

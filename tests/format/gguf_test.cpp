@@ -318,5 +318,27 @@ TEST(gguf_reader, damaged_bytes_never_crash_and_are_explained) {
   RecordProperty("runs", static_cast<int>(runs));
 }
 
+// fuzz_gguf found it (fuzz/corpus/fuzz_gguf/regress-string-array-2e30): a 51-byte prefix of a
+// file declared 64 GiB long whose key 'a.b' is an array of 2^30 strings. The count passes the
+// "bytes left" bound (the file is large), and the reader reserved 16 bytes per declared string,
+// a 16 GiB allocation, before reading any. Now it grows with what it reads and reports truncation.
+TEST(gguf_reader, declared_string_array_does_not_allocate_before_reading) {
+  std::string b("GGUF", 4);
+  auto u32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  auto u64 = [&](uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  u32(3);
+  u64(0);  // tensors
+  u64(1);  // kv pairs
+  u64(3);
+  b += "a.b";
+  u32(9);  // array
+  u32(8);  // of strings
+  u64(uint64_t{1} << 30);
+  b.append(3, '\0');
+  const gguf::File f = gguf::parse(std::as_bytes(std::span(b.data(), b.size())), uint64_t{64} << 30);
+  EXPECT_FALSE(f.metadata_ok);
+  EXPECT_TRUE(f.has_problem(Rule::Truncated)) << rules(f);
+}
+
 }  // namespace
 }  // namespace ckpt::ftest
