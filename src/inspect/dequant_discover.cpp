@@ -10,6 +10,7 @@
 #include "ckpt/pytorch.h"
 #include "ckpt/quant.h"
 #include "inspect/dequant.h"
+#include "inspect/diff.h"
 #include "io/file.h"
 
 namespace ckpt::diff::dequant {
@@ -20,12 +21,6 @@ uint64_t cdiv(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : 0; }
 
 bool ends_with(std::string_view s, std::string_view suf) {
   return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
-}
-
-std::string shape_text(const std::vector<uint64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
 }
 
 struct Ref {

@@ -153,6 +153,8 @@ void compare_values(const Checkpoint& a, const Checkpoint& b, const std::set<std
                     const Options& opts, Diff& d);
 
 std::string render_text(const Diff& d);
+// "[4096, 11008]": how every part of diff writes a shape.
+std::string shape_text(const std::vector<uint64_t>& shape);
 std::string render_json(const Diff& d);
 
 }  // namespace ckpt::diff

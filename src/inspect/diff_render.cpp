@@ -13,12 +13,6 @@ namespace {
 
 constexpr size_t kTextCap = 20, kJsonCap = 1000;
 
-std::string shape_str(const std::vector<uint64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
-}
-
 std::string clip(const std::string& s, size_t n = 100) {
   return s.size() <= n ? s : s.substr(0, n) + "...";
 }
@@ -48,6 +42,12 @@ std::string token_repr(const std::string& t) {
 }
 
 }  // namespace
+
+std::string shape_text(const std::vector<uint64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
 
 std::string render_text(const Diff& d) {
   std::string o;
@@ -161,12 +161,12 @@ std::string render_text(const Diff& d) {
       if (p > kTextCap) continue;
       o += "  " + std::string(tensor_change_name(t.kind)) + " " + t.name + ": ";
       switch (t.kind) {
-        case TensorDiff::Added: o += t.b.dtype + " " + shape_str(t.b.shape) + " in " + t.b.file; break;
-        case TensorDiff::Removed: o += t.a.dtype + " " + shape_str(t.a.shape) + " in " + t.a.file; break;
-        case TensorDiff::Reshaped: o += shape_str(t.a.shape) + " -> " + shape_str(t.b.shape); break;
+        case TensorDiff::Added: o += t.b.dtype + " " + shape_text(t.b.shape) + " in " + t.b.file; break;
+        case TensorDiff::Removed: o += t.a.dtype + " " + shape_text(t.a.shape) + " in " + t.a.file; break;
+        case TensorDiff::Reshaped: o += shape_text(t.a.shape) + " -> " + shape_text(t.b.shape); break;
         case TensorDiff::Retyped: o += t.a.dtype + " -> " + t.b.dtype; break;
         case TensorDiff::Moved: o += t.a.file + " -> " + t.b.file; break;
-        case TensorDiff::ContentChanged: o += "bytes differ (" + t.a.dtype + " " + shape_str(t.a.shape) + ")"; break;
+        case TensorDiff::ContentChanged: o += "bytes differ (" + t.a.dtype + " " + shape_text(t.a.shape) + ")"; break;
       }
       o += "\n";
     }

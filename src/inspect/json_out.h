@@ -43,29 +43,9 @@ class JsonOut {
     return *this;
   }
   // A float with `digits` decimals (finite values only; others are null).
-  JsonOut& number(std::string_view key, double v, int digits = 4) {
-    item(key);
-    if (!std::isfinite(v)) {
-      out_ += "null";
-      return *this;
-    }
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    out_ += buf;
-    return *this;
-  }
+  JsonOut& number(std::string_view key, double v, int digits = 4) { return formatted(key, v, "%.*f", digits); }
   // A float with `significant` significant digits ("%.*g": 3.0517578e-05), null when not finite.
-  JsonOut& precise(std::string_view key, double v, int significant = 9) {
-    item(key);
-    if (!std::isfinite(v)) {
-      out_ += "null";
-      return *this;
-    }
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*g", significant, v);
-    out_ += buf;
-    return *this;
-  }
+  JsonOut& precise(std::string_view key, double v, int significant = 9) { return formatted(key, v, "%.*g", significant); }
   JsonOut& null(std::string_view key) {
     item(key);
     out_ += "null";
@@ -80,6 +60,17 @@ class JsonOut {
   std::string str() const { return out_ + "\n"; }
 
  private:
+  JsonOut& formatted(std::string_view key, double v, const char* spec, int precision) {
+    item(key);
+    if (!std::isfinite(v)) {
+      out_ += "null";
+      return *this;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, spec, precision, v);
+    out_ += buf;
+    return *this;
+  }
   JsonOut& open(std::string_view key, char c) {
     item(key);
     out_ += c;

@@ -153,12 +153,6 @@ std::optional<dequant::Weight> expert_view(const dequant::Weight& stacked, uint6
   return v;
 }
 
-std::string shape_text(const std::vector<uint64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
-}
-
 }  // namespace
 
 void compare_values(const Checkpoint& a, const Checkpoint& b, const std::set<std::string>& changed,
