@@ -39,6 +39,22 @@ std::string render_json(const Report& r);
 // One finding object per line ({"record":"finding",...}), then one summary line.
 std::string render_jsonl(const Report& r);
 std::string render_github(const Report& r);
+
+// Batch runs (`ckpt verify --cache` / `--targets`): one report per target, then the totals.
+struct BatchSummary {
+  std::string label;        // "--cache DIR" or "--targets FILE", the summary record's "target"
+  uint64_t listed = 0;      // targets found before --shard
+  uint64_t targets = 0;     // targets verified (this shard)
+  uint64_t clean = 0, with_warnings = 0, with_errors = 0, unreadable = 0;
+  std::string shard;        // "I/N", or empty
+  Summary totals;           // summed over the targets
+};
+// One target as a one-line JSON object ({"record":"target", the report's members, "root"}).
+std::string render_target_record(const Report& r);
+// The closing jsonl line: {"record":"summary", ..., "summary": totals, "batch": {...}}.
+std::string render_batch_summary_record(const BatchSummary& b);
+// --format json of a batch: the totals, the batch counts and every target record in "targets".
+std::string render_batch_json(const std::vector<std::string>& target_records, const BatchSummary& b);
 std::string render_sarif(const Report& r);
 
 }  // namespace ckpt

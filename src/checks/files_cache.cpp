@@ -8,7 +8,7 @@ namespace ckpt::checks {
 
 namespace {
 
-constexpr std::array<CheckInfo, 12> kCodes{{
+constexpr std::array<CheckInfo, 13> kCodes{{
     {"FS001", Severity::error, "broken symlink: the file it stands for is not in the cache"},
     {"FS002", Severity::error, "interrupted download: an .incomplete file is present"},
     {"FS003", Severity::error, "Git LFS pointer file in place of the real content"},
@@ -21,6 +21,9 @@ constexpr std::array<CheckInfo, 12> kCodes{{
     {"FS010", Severity::error, "file cannot be read"},
     {"FS011", Severity::error, "side file does not parse as the loaders read it"},
     {"FS012", Severity::warning, "file walk stopped early: part of the directory was not checked"},
+    // Raised by batch verify (tools/ckpt/verify_batch.cpp) for a listed target the loader cannot
+    // locate or read; a single-target run exits 2 instead.
+    {"FS013", Severity::error, "listed target cannot be located or read (batch verify)"},
 }};
 
 // A PyTorch checkpoint the PK and PT families read (its tensors and imports are verified).

@@ -192,6 +192,66 @@ std::string render_json(const Report& r) {
   return out;
 }
 
+// One target of a batch run as one JSON object on one line (no newline): the single-target
+// report's members, preceded by "record":"target" and followed by the resolved root.
+std::string render_target_record(const Report& r) {
+  std::string out = "{\"record\":\"target\",";
+  report_header(out, r);
+  out += ",\"findings\":[";
+  bool first = true;
+  for (const auto& f : r.findings) {
+    out += first ? "{" : ",{";
+    first = false;
+    finding_members(out, f);
+    out += '}';
+  }
+  out += "],\"summary\":";
+  summary_object(out, r.summary);
+  out += ',';
+  field(out, "root", r.root);
+  out += '}';
+  return out;
+}
+
+static void batch_members(std::string& out, const BatchSummary& b) {
+  out += "\"batch\":{\"targets\":" + std::to_string(b.targets) + ",\"clean\":" + std::to_string(b.clean) +
+         ",\"with_warnings\":" + std::to_string(b.with_warnings) + ",\"with_errors\":" +
+         std::to_string(b.with_errors) + ",\"unreadable\":" + std::to_string(b.unreadable) + ",";
+  field(out, "shard", b.shard);
+  out += ",\"listed\":" + std::to_string(b.listed) + '}';
+}
+
+std::string render_batch_summary_record(const BatchSummary& b) {
+  std::string out = "{\"record\":\"summary\",";
+  Report r;
+  r.target = b.label;
+  report_header(out, r);
+  out += ",\"summary\":";
+  summary_object(out, b.totals);
+  out += ',';
+  batch_members(out, b);
+  out += "}\n";
+  return out;
+}
+
+std::string render_batch_json(const std::vector<std::string>& target_records, const BatchSummary& b) {
+  std::string out = "{";
+  Report r;
+  r.target = b.label;
+  report_header(out, r);
+  out += ",\"findings\":[],\"targets\":[";
+  for (size_t i = 0; i < target_records.size(); ++i) {
+    if (i) out += ',';
+    out += target_records[i];
+  }
+  out += "],\"summary\":";
+  summary_object(out, b.totals);
+  out += ',';
+  batch_members(out, b);
+  out += "}\n";
+  return out;
+}
+
 std::string render_jsonl(const Report& r) {
   std::string out;
   for (const auto& f : r.findings) {

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace ckpt::timings {
 
@@ -41,6 +42,9 @@ double now_ms(clockid_t clock) {
 Mark g_marks[32];
 int g_count = 0;
 double g_wall0 = 0, g_cpu0 = 0;
+// The thread that started the clock; marks from any other (batch verify's workers run the same
+// pipeline) are ignored rather than racing on the array.
+std::thread::id g_owner;
 
 }  // namespace
 
@@ -48,6 +52,7 @@ bool enabled() {
   static const bool on = [] {
     const char* v = std::getenv("CKPT_TIMINGS");
     if (!v || !*v || *v == '0') return false;
+    g_owner = std::this_thread::get_id();
     g_wall0 = now_ms(CLOCK_MONOTONIC);
     g_cpu0 = now_ms(CLOCK_PROCESS_CPUTIME_ID);
     return true;
@@ -56,7 +61,7 @@ bool enabled() {
 }
 
 void mark(const char* phase) {
-  if (!enabled() || g_count >= 32) return;
+  if (!enabled() || g_count >= 32 || std::this_thread::get_id() != g_owner) return;
   g_marks[g_count++] = {phase, now_ms(CLOCK_MONOTONIC), now_ms(CLOCK_PROCESS_CPUTIME_ID), heap_mb(), rss_mb()};
 }
 

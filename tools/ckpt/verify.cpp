@@ -18,6 +18,8 @@
 #include "cli_parse.h"
 #include "progress.h"
 #include "subcommand.h"
+#include "verify_batch.h"
+#include "verify_target.h"
 
 namespace ckpt::cli {
 
@@ -40,12 +42,6 @@ std::vector<std::string> split_codes(const std::vector<std::string>& args) {
   return out;
 }
 
-bool matches(const std::string& code, const std::vector<std::string>& patterns) {
-  for (const auto& p : patterns)
-    if (code.rfind(p, 0) == 0) return true;  // exact code or a family/prefix such as "ST" or "IX00"
-  return false;
-}
-
 int run_verify(int argc, char** argv) {
   CLI::App app{"Verify a checkpoint from its headers: files and cache state, safetensors structure, shard index, "
                "and every check family ckpt has (--deep also reads the tensor data). "
@@ -55,8 +51,19 @@ int run_verify(int argc, char** argv) {
   bool deep = false, strict = false, quiet = false;
   double progress_interval = 5;
   std::vector<std::string> ignore, select, engine_args;
-  app.add_option("TARGET", target, "model directory, HF cache snapshot directory, or org/name[@revision] in the local HF cache")
-      ->required();
+  app.add_option("TARGET", target, "model directory, HF cache snapshot directory, or org/name[@revision] in the local HF cache");
+  BatchArgs batch;
+  app.add_option("--cache", batch.cache_root,
+                 "verify every snapshot of every model repo in a Hugging Face cache, one report per target "
+                 "(DIR default: --cache-dir, else the cache an org/name TARGET resolves in)")
+      ->expected(0, 1);
+  app.add_option("--targets", batch.targets_file,
+                 "verify the targets listed in FILE, one per line (directory, snapshot, org/name[@rev]; '#' "
+                 "comments; - reads stdin)");
+  app.add_option("--jobs,-j", batch.jobs, "batch: targets verified at once (default: the CPU count)")
+      ->check(CLI::Range(1u, 256u));
+  app.add_option("--shard", batch.shard, "batch: verify only shard I of N (0 <= I < N) of the targets, chosen by "
+                                         "a hash of each target's name, so N machines split the work");
   app.add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json", "jsonl", "github", "sarif"}));
   app.add_flag("--deep", deep,
                "also read every byte of tensor data (HS family): content hashes against the cache's etags, "
@@ -75,10 +82,32 @@ int run_verify(int argc, char** argv) {
   app.add_option("--progress-interval", progress_interval,
                  "seconds between plain progress lines of --deep when stderr is not a terminal (or CI is set)");
   if (auto code = parse_args(app, argc, argv)) return *code;
+  batch.cache_given = app.count("--cache") > 0;
+  const bool batch_mode = batch.cache_given || !batch.targets_file.empty();
+  if (batch_mode && !target.empty()) {
+    std::fprintf(stderr, "ckpt verify: TARGET and --cache/--targets exclude each other\n");
+    return 2;
+  }
+  if (batch.cache_given && !batch.targets_file.empty()) {
+    std::fprintf(stderr, "ckpt verify: --cache and --targets exclude each other\n");
+    return 2;
+  }
+  if (!batch_mode && target.empty()) {
+    std::fprintf(stderr, "ckpt verify: a TARGET is required (or --cache / --targets FILE); see --help\n");
+    return 2;
+  }
+  if (!batch_mode && (app.count("--jobs") || !batch.shard.empty())) {
+    std::fprintf(stderr, "ckpt verify: --jobs and --shard apply to --cache and --targets only\n");
+    return 2;
+  }
   // The loader finds the cache as every hub client does, through HF_HUB_CACHE.
   if (!cache_dir.empty()) setenv("HF_HUB_CACHE", cache_dir.c_str(), 1);
-  auto ignore_codes = split_codes(ignore), select_codes = split_codes(select);
-  for (const auto& c : ignore_codes)
+  VerifySettings settings;
+  settings.deep = deep;
+  settings.strict = strict;
+  settings.ignore_codes = split_codes(ignore);
+  settings.select_codes = split_codes(select);
+  for (const auto& c : settings.ignore_codes)
     if (c.size() < 2) {
       std::fprintf(stderr, "ckpt verify: --ignore: '%s' is not a code or family prefix\n", c.c_str());
       return 2;
@@ -90,57 +119,34 @@ int run_verify(int argc, char** argv) {
     std::fprintf(stderr, "ckpt verify: --engine: %s\n", engine_error.c_str());
     return 2;
   }
-
+  auto gguf_default = engines::parse_selection({"llama.cpp"}, &engine_error);
+  settings.selection = &*selection;
+  settings.engines_given = !engine_args.empty();
+  settings.gguf_default = gguf_default ? &*gguf_default : nullptr;
   timings::mark("cli: parse arguments");
-  auto t0 = std::chrono::steady_clock::now();
-  // Deliberately never freed: tearing down a 100k-tensor model costs more than verifying it,
-  // and the process exits right after rendering.
-  auto* loaded = new LoadResult(load_checkpoint(target));
-  if (loaded->error) {
-    std::fprintf(stderr, "ckpt verify: %s%s\n", loaded->error->message.c_str(),
+
+  if (batch_mode) {
+    batch.format = format;
+    batch.quiet = quiet;
+    return run_verify_batch(batch, settings);
+  }
+
+  DeepProgress deep_progress;
+  TargetResult result;
+  {
+    std::optional<ByteProgress> bar;
+    if (deep) bar.emplace("verify --deep " + target, deep_progress.done, deep_progress.total, quiet, progress_interval);
+    result = verify_target(target, settings, &deep_progress, /*keep_model=*/true);
+  }
+  if (!result.load_error.empty()) {
+    std::fprintf(stderr, "ckpt verify: %s%s\n", result.load_error.c_str(),
                  cache_dir.empty() && looks_like_repo_id(target) && !std::filesystem::exists(target)
                      ? "; --cache-dir DIR names the cache directly"
                      : "");
     return 2;
   }
-  const Checkpoint& ck = *loaded->checkpoint;
-  // A GGUF-only target is judged for llama.cpp, the runtime its format belongs to, unless
-  // --engine names others.
-  if (engine_args.empty() && ck.shards.empty() && !ck.gguf_models.empty()) {
-    auto gguf_default = engines::parse_selection({"llama.cpp"}, &engine_error);
-    if (gguf_default) selection = std::move(gguf_default);
-  }
-  VerifyOptions opts;
-  opts.deep = deep;
-  opts.engines = &*selection;
-  DeepProgress deep_progress;
-  opts.progress = &deep_progress;
-  std::vector<Finding> all;
-  {
-    std::optional<ByteProgress> bar;
-    if (deep) bar.emplace("verify --deep " + target, deep_progress.done, deep_progress.total, quiet, progress_interval);
-    all = run_checks(ck, opts);
-  }
   timings::mark("checks: sort findings");
-  auto t1 = std::chrono::steady_clock::now();
-
-  Report report;
-  report.target = target;
-  report.root = ck.root.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(target, ec)) {
-    report.file_prefix = target;
-    if (!report.file_prefix.empty() && report.file_prefix.back() != '/') report.file_prefix += '/';
-  } else if (std::filesystem::is_regular_file(target, ec) && !std::filesystem::path(target).parent_path().empty()) {
-    report.file_prefix = std::filesystem::path(target).parent_path().string() + "/";  // a .gguf target
-  }
-  for (auto& f : all) {
-    if (!ignore_codes.empty() && matches(f.code, ignore_codes)) continue;
-    if (!select_codes.empty() && !matches(f.code, select_codes)) continue;
-    report.findings.push_back(std::move(f));
-  }
-  report.summary = summary_for(report.findings, ck);
-  report.elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  const Report& report = result.report;
 
   std::string text;
   if (format == "json") text = render_json(report);
@@ -156,8 +162,7 @@ int run_verify(int argc, char** argv) {
   std::fflush(stdout);
   timings::mark("render + write");
   timings::report();
-  bool fail = report.summary.errors > 0 || (strict && report.summary.warnings > 0);
-  return fail ? 1 : 0;
+  return result.failed() ? 1 : 0;
 }
 
 }  // namespace
