@@ -177,7 +177,10 @@ void config_findings(const Checkpoint& ck, const Selection& sel, std::vector<Fin
   };
   for (const Profile& p : universe(sel)) {
     for (const ConfigRule& r : p.config) {
-      if (!r.required || !rule_applies(r, view) || present(r.key) || cf003(r.key)) continue;
+      // Swift's Codable reads the key where the struct declares it; only Python loaders also
+      // look under rope_parameters.
+      bool here = p.family == "swift" ? text->find(r.key) != nullptr : present(r.key);
+      if (!r.required || !rule_applies(r, view) || here || cf003(r.key)) continue;
       Finding f;
       f.code = "CF012";
       f.severity = Severity::error;

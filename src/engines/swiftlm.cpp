@@ -75,6 +75,29 @@ Profile swiftlm_profile(const Version* version, std::string* error) {
     p.config.push_back({"qwen3", key, true, "", kQ3});
   }
   p.config.push_back({"qwen3", "head_dim", true, "", kQ3});
+  // rope_theta without a default (keyNotFound when config.json lacks it), at mlx-swift-lm HEAD
+  // 14414441 (read for ckpt; not in the specs): an init(from:) that calls decode(), or a
+  // synthesized Codable whose ropeTheta is a non-optional stored property — synthesis decodes
+  // such a property with decode() even when it has an initial value (PhiMoE's `= 10000.0`).
+  // Every other LLM configuration there uses decodeIfPresent with a default.
+  struct RequiredRope {
+    std::string_view model_type, source;
+  };
+  static constexpr RequiredRope kRequiredRope[] = {
+      {"deepseek_v3", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/DeepseekV3.swift@14414441:34 (synthesized Codable, var ropeTheta: Float)"},
+      {"baichuan_m1", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/BaichuanM1.swift@14414441:22 (synthesized Codable, var ropeTheta: Float)"},
+      {"bailing_moe", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/BailingMoe.swift@14414441:28 (synthesized Codable, var ropeTheta: Float)"},
+      {"minimax", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/MiniMax.swift@14414441:299 (synthesized Codable, var ropeTheta: Float)"},
+      {"phimoe", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/PhiMoE.swift@14414441:22 (synthesized Codable, var ropeTheta: Float = 10000.0: the initial value is not a decoding default)"},
+      {"mimo_v2_flash", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/MiMoV2Flash.swift@14414441:498 (synthesized Codable, var ropeTheta: Float)"},
+      {"ernie4_5", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/Ernie4_5.swift@14414441:57 (container.decode(Float.self, forKey: .ropeTheta))"},
+      {"exaone4", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/Exaone4.swift@14414441:272 (container.decode(Float.self, forKey: .ropeTheta))"},
+      {"glm4_moe", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/GLM4MOE.swift@14414441:428 (container.decode(Float.self, forKey: .ropeTheta))"},
+      {"glm4_moe_lite", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/GLM4MOELite.swift@14414441:701 (container.decode(Float.self, forKey: .ropeTheta))"},
+      {"granitemoehybrid", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/GraniteMoeHybrid.swift@14414441:682 (container.decode(Float.self, forKey: .ropeTheta))"},
+      {"lille-130m", "ml-explore/mlx-swift-lm Libraries/MLXLLM/Models/Lille130m.swift@14414441:233 (container.decode(Float.self, forKey: .ropeTheta))"},
+  };
+  for (const auto& r : kRequiredRope) p.config.push_back({r.model_type, "rope_theta", true, "", r.source});
   p.config.push_back({"qwen2", "rope_theta", false, "1000000", kQ2});
   p.config.push_back({"qwen3", "rope_theta", false, "1000000", kQ3});
   p.config.push_back({"qwen2", "tie_word_embeddings", false, "false", kQ2});
@@ -86,9 +109,11 @@ Profile swiftlm_profile(const Version* version, std::string* error) {
       {"WordLevel", Verdict::breaks, "swift-transformers refuses it (\"BPETokenizer requires merges\")", kTok},
   };
   p.notes = {
-      "issue #14 reports keyNotFound(\"rope_theta\") from a SwiftLM build; the Qwen2/Qwen3 configurations read for "
-      "ckpt decode rope_theta with decodeIfPresent (default 1e6), so ckpt does not require it: which model and "
-      "version threw is not recorded",
+      "rope_theta is required (keyNotFound(\"rope_theta\") when absent, and the key must be at the top level of "
+      "config.json: rope_parameters.rope_theta is not read) for deepseek_v3, baichuan_m1, bailing_moe, minimax, "
+      "phimoe, mimo_v2_flash, ernie4_5, exaone4, glm4_moe, glm4_moe_lite, granitemoehybrid and lille-130m "
+      "(mlx-swift-lm 14414441); the other configurations default it. Issue #14's DFlash drafter: its model type "
+      "is not recorded",
       "the startup probe passes no tools: a template that fails only with tools passes startup (incidents.md §1.5, "
       "#168; ckpt's CT003)",
       "MoE is detected from the config (incidents.md §1.6, #112; ckpt's CF009)",
