@@ -49,9 +49,15 @@ class Pool {
     size_t i;
     while (claim(i)) {
       run_one(task, i);
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      finish_one();
     }
-    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+    // Every index is claimed; wait for the helpers' last tasks. A short spin covers the common
+    // near-simultaneous finish; after it the caller sleeps (futex), because one long task (the
+    // conformance pass of a 100k-tensor model: hundreds of ms) must not be matched by as much
+    // CPU burnt spinning here.
+    for (int k = 0; k < 512 && pending_.load(std::memory_order_acquire) != 0; ++k) cpu_relax();
+    for (size_t left; (left = pending_.load(std::memory_order_acquire)) != 0;)
+      pending_.wait(left, std::memory_order_acquire);
     // Every task has finished (nothing still reads the caller's frame): now a failure may leave.
     std::exception_ptr failure;
     {
@@ -75,6 +81,9 @@ class Pool {
       if (!failure_) failure_ = std::current_exception();
     }
   }
+  void finish_one() {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
+  }
   bool work_available() const {
     const uint64_t c = claims_.load(std::memory_order_acquire);
     return (c & 0xffffffffu) < (c >> 32);
@@ -94,7 +103,7 @@ class Pool {
       size_t i;
       if (id < helpers_allowed_.load(std::memory_order_relaxed) && claim(i)) {
         run_one(*task_.load(std::memory_order_acquire), i);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
+        finish_one();
         idle_since = std::chrono::steady_clock::now();
         continue;
       }

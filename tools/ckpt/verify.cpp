@@ -69,12 +69,15 @@ int run_verify(int argc, char** argv) {
                "also read every byte of tensor data (HS family): content hashes against the cache's etags, "
                "NaN/Inf/all-zero scans of float tensors; read-only, parallel, one pass per file");
   app.add_flag("--strict", strict, "warnings also fail (exit 1)");
-  app.add_option("--ignore", ignore, "codes or prefixes to drop, comma-separated (e.g. ST017,IX012)");
-  app.add_option("--select", select, "only report these codes or prefixes, comma-separated (e.g. ST,IX)");
+  // One value per occurrence (repeatable, comma-separated): TARGET is optional since the batch
+  // modes, so a multi-value option would swallow the target in `--select HS DIR`.
+  app.add_option("--ignore", ignore, "codes or prefixes to drop, comma-separated (e.g. ST017,IX012)")->allow_extra_args(false);
+  app.add_option("--select", select, "only report these codes or prefixes, comma-separated (e.g. ST,IX)")->allow_extra_args(false);
   app.add_option("--engine", engine_args,
                  "judge for these engines (repeatable, comma-separated; NAME or NAME@VERSION, see `ckpt engines`): "
                  "what breaks them is an error, findings for other engines only are dropped. Without it: the "
-                 "portable verdict");
+                 "portable verdict")
+      ->allow_extra_args(false);
   app.add_option("--cache-dir", cache_dir,
                  "hub cache an org/name TARGET is looked up in (default: HF_HUB_CACHE, $HF_HOME/hub, "
                  "~/.cache/huggingface/hub)");
