@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET="${1:-60}"
 BUILD_DIR="${BUILD_DIR:-build-fuzz}"
 SHARED="$(cd .. && pwd)/shared/corpus"
-ALL_TARGETS=(fuzz_st_header fuzz_gguf fuzz_json fuzz_index fuzz_jinja fuzz_tokenizer fuzz_spm fuzz_hub fuzz_pickle fuzz_zip)
+ALL_TARGETS=(fuzz_st_header fuzz_gguf fuzz_json fuzz_index fuzz_jinja fuzz_tokenizer fuzz_spm fuzz_hub fuzz_pickle fuzz_zip fuzz_dequant)
 read -r -a TARGETS <<< "${FUZZ_TARGETS:-${ALL_TARGETS[*]}}"
 
 # clang 16 + libFuzzer's runtime (Debian 12: clang-16, libclang-rt-16-dev). Not the default
@@ -47,6 +47,7 @@ max_len() {
     fuzz_jinja) echo 12000 ;;
     fuzz_tokenizer) echo 16384 ;;
     fuzz_hub) echo 1024 ;;
+    fuzz_dequant) echo 65536 ;;  # seeds are whole tiny fixtures (config + weights)
     *) echo 4096 ;;
   esac
 }
