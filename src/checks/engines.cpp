@@ -282,21 +282,119 @@ void quant_findings(const Checkpoint& ck, const Selection& sel, std::vector<Find
 
 // ---- TK020 ----
 
+// root.model.type of tokenizer.json by a scan that skips every other value by bracket depth.
+// The tokenizers library writes "model" last and "type" first inside it, so this reads a few
+// KB of a multi-MB file instead of indexing all of it (a full structural index of a 129k-token
+// tokenizer.json is ~10 MB of freshly touched memory). nullopt when the file is not in that
+// plain form (escaped keys, anything malformed): the caller then parses it properly.
+std::optional<std::string_view> scan_model_type(std::string_view t) {
+  size_t i = 0;
+  const size_t n = t.size();
+  auto ws = [&] {
+    while (i < n && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t')) ++i;
+  };
+  auto string_end = [&](size_t open) -> size_t {  // index past the closing quote, or npos
+    for (size_t j = open + 1; j < n; ++j) {
+      if (t[j] == '\\') ++j;
+      else if (t[j] == '"') return j + 1;
+    }
+    return std::string_view::npos;
+  };
+  auto plain_string = [&](std::string_view& out) {  // a string without escapes
+    if (i >= n || t[i] != '"') return false;
+    size_t e = string_end(i);
+    if (e == std::string_view::npos) return false;
+    out = t.substr(i + 1, e - i - 2);
+    if (out.find('\\') != std::string_view::npos) return false;
+    i = e;
+    return true;
+  };
+  auto skip_value = [&] {
+    ws();
+    if (i >= n) return false;
+    if (t[i] == '"') {
+      size_t e = string_end(i);
+      if (e == std::string_view::npos) return false;
+      i = e;
+      return true;
+    }
+    int depth = 0;
+    for (; i < n; ++i) {
+      char c = t[i];
+      if (c == '"') {
+        size_t e = string_end(i);
+        if (e == std::string_view::npos) return false;
+        i = e - 1;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (depth == 0) return true;  // the end of the enclosing container: a scalar ended
+        if (--depth == 0) {
+          ++i;
+          return true;
+        }
+      } else if (c == ',' && depth == 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  // Calls `on_key(key)` for each member of the object at i; on_key returns 1 to stop with
+  // success (it consumed the value), 0 to skip the value, -1 to fail.
+  auto members = [&](auto&& on_key) -> int {
+    ws();
+    if (i >= n || t[i] != '{') return -1;
+    ++i;
+    for (;;) {
+      ws();
+      if (i < n && t[i] == '}') return 0;
+      std::string_view key;
+      if (!plain_string(key)) return -1;
+      ws();
+      if (i >= n || t[i] != ':') return -1;
+      ++i;
+      ws();
+      int r = on_key(key);
+      if (r != 0) return r;
+      if (!skip_value()) return -1;
+      ws();
+      if (i < n && t[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (i < n && t[i] == '}') return 0;
+      return -1;
+    }
+  };
+  std::optional<std::string_view> type;
+  int r = members([&](std::string_view key) {
+    if (key != "model") return 0;
+    int inner = members([&](std::string_view k) {
+      if (k != "type") return 0;
+      std::string_view v;
+      if (!plain_string(v)) return -1;
+      type = v;
+      return 1;
+    });
+    return inner == 1 ? 1 : -1;  // "model" without a plain "type": let the parser decide
+  });
+  if (r != 1) return std::nullopt;
+  return type;
+}
+
 std::optional<std::string> tokenizer_model_type(const Checkpoint& ck) {
   if (!ck.tokenizer.present || ck.tokenizer.error) return std::nullopt;
   const std::string& t = ck.tokenizer.text;
-  simdjson::ondemand::parser parser;
-  simdjson::padded_string padded;
-  simdjson::ondemand::document doc;
-  if (t.capacity() >= t.size() + simdjson::SIMDJSON_PADDING) {
-    if (parser.iterate(simdjson::padded_string_view(t.data(), t.size(), t.capacity())).get(doc)) return std::nullopt;
-  } else {
-    padded = simdjson::padded_string(t);
-    if (parser.iterate(padded).get(doc)) return std::nullopt;
-  }
-  std::string_view type;
-  if (doc["model"]["type"].get_string().get(type)) return std::nullopt;
-  return std::string(type);
+  if (auto fast = scan_model_type(t)) return std::string(*fast);
+  // Not the plain form: ckpt's JSON reader, which unescapes keys as Python's json does.
+  // (Duplicate keys: both paths take the first; json.loads keeps the last. The TK family
+  // reports a tokenizer.json that writes "model" twice.)
+  auto parsed = json::parse(t);
+  if (!parsed.ok()) return std::nullopt;
+  const json::Value* model = parsed.value.find("model");
+  if (!model || !model->is_object()) return std::nullopt;
+  if (auto type = model->get_string("type")) return std::string(*type);
+  return std::nullopt;
 }
 
 void tokenizer_findings(const Checkpoint& ck, const Selection& sel, std::vector<Finding>& out) {
