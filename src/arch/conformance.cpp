@@ -3,6 +3,7 @@
 #include "arch/conformance.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <map>
 #include <optional>
@@ -97,6 +98,20 @@ class ViewIds {
   uint32_t find(std::string_view name) const { return index_.find(name, hash_name(name), key_at()); }
   bool contains(std::string_view name) const { return find(name) != npos; }
   size_t size() const { return keys_.size(); }
+  // A lookup of a million names is a chain of cache misses: slot, key view, key bytes. A loop
+  // that knows its names ahead issues the three steps at three distances (slot first, then,
+  // once the slot is cached, the key view, then the bytes), so each lookup finds them cached.
+  void prefetch_slot(uint64_t hash) const { index_.prefetch(hash); }
+  uint32_t prefetch_key(uint64_t hash) const {  // the candidate id; its key view
+    const uint32_t id = index_.first_candidate(hash);
+    if (id != npos && id < keys_.size()) __builtin_prefetch(&keys_[id]);
+    return id;
+  }
+  uint32_t prefetch_bytes(uint64_t hash) const {  // the candidate id; its key bytes
+    const uint32_t id = index_.first_candidate(hash);
+    if (id != npos && id < keys_.size()) __builtin_prefetch(keys_[id].data());
+    return id;
+  }
 
  private:
   struct KeyAt {
@@ -148,6 +163,10 @@ struct Engine {
   };
   Capture* capture = nullptr;
   std::vector<const ActualTensor*> present;  // check_quantized: the tensor of each part
+  std::array<std::string, 3> part_suffixes;  // the last quantized module's companion suffixes
+  size_t part_suffix_count = 0;
+  std::array<bool, std::size(kActivationSuffixes)> activation_suffix_stored{};
+  std::string prefetch_name;                 // scratch for the prefetch of module + suffix
   std::string scratch;                       // a name being built for one lookup
 
   Engine(const ConformanceInput& i, unsigned f, FindingSink& s) : in(i), fam(f), sink(s) {}
@@ -421,6 +440,20 @@ struct Engine {
     const std::string_view mod = x.module();
     const ActualTensor* main_actual = nullptr;
     bool any_present = false;
+    // The companions' suffixes, for the main loop's prefetch of the modules ahead (consecutive
+    // modules nearly always share a layout).
+    {
+      size_t n = 0;
+      for (const auto& p : parts) {
+        if (p.name == x.name || n == part_suffixes.size() || p.name.size() <= mod.size() ||
+            std::string_view(p.name).substr(0, mod.size()) != mod)
+          continue;
+        const std::string_view suf = std::string_view(p.name).substr(mod.size());
+        if (part_suffixes[n] != suf) part_suffixes[n].assign(suf);
+        ++n;
+      }
+      part_suffix_count = n;
+    }
     // Each part's tensor, looked up once.
     present.clear();
     for (const auto& p : parts) {
@@ -561,9 +594,12 @@ struct Engine {
              std::string(a->file), zp, "vLLM refuses a symmetric group that carries zero points");
       }
     }
-    for (auto suf : kActivationSuffixes) {
+    for (size_t k = 0; k < std::size(kActivationSuffixes); ++k) {
+      // Most checkpoints carry none of these: a lookup of an absent name is a cache miss
+      // each, six per module, so only suffixes some stored name ends with are looked up.
+      if (!activation_suffix_stored[k]) continue;
       scratch.assign(mod);
-      scratch += suf;
+      scratch += kActivationSuffixes[k];
       consume(scratch);
     }
     note_fused(x.module(), ModuleState{true, mq.bits, mq.group_size, mq.format},
@@ -860,6 +896,9 @@ struct Engine {
     companions.reset(in.tensors.size());
     for (const auto& t : in.tensors) {
       if (auto m = companion_module(t.name)) companions.insert(*m, hash_name(*m));
+      if (!ends_with(t.name, ".weight"))
+        for (size_t k = 0; k < std::size(kActivationSuffixes); ++k)
+          if (ends_with(t.name, kActivationSuffixes[k])) activation_suffix_stored[k] = true;
       if (!any_expert_layout && (ends_with(t.name, ".experts.gate_up_proj") ||
                                  t.name.find(".switch_mlp.") != std::string_view::npos))
         any_expert_layout = true;
@@ -948,7 +987,36 @@ struct Engine {
     }
     const bool tower_absent = tower_total > 0 && tower_present == 0;
 
-    for (const auto& x : plan) {
+    // Names of the plan ahead of the one being checked, hashed once each (see ViewIds).
+    constexpr size_t kAhead = NameIndex::kPrefetchAhead;
+    std::array<uint64_t, 4 * kAhead> ahead{};
+    auto prefetch_ahead = [&](size_t k) {
+      if (const size_t j = k + 3 * kAhead; j < plan.size()) {
+        const uint64_t h = hash_name(plan[j].name);
+        ahead[j % ahead.size()] = h;
+        by_name.prefetch_slot(h);
+        companions.prefetch_slot(hash_name(plan[j].module()));
+      }
+      if (const size_t j = k + 2 * kAhead; j < plan.size()) {
+        const std::string_view m = plan[j].module();
+        for (size_t q = 0; q < part_suffix_count; ++q) {
+          prefetch_name.assign(m);
+          prefetch_name.append(part_suffixes[q]);
+          by_name.prefetch_slot(hash_name(prefetch_name));
+        }
+      }
+      if (const size_t j = k + 2 * kAhead; j < plan.size() && j >= 3 * kAhead) {
+        const uint32_t id = by_name.prefetch_key(ahead[j % ahead.size()]);
+        if (id != ViewIds::npos && id < tensor_of.size()) __builtin_prefetch(&tensor_of[id]);
+      }
+      if (const size_t j = k + kAhead; j < plan.size() && j >= 3 * kAhead) {
+        const uint32_t id = by_name.prefetch_bytes(ahead[j % ahead.size()]);
+        if (id != ViewIds::npos && id < tensor_of.size()) __builtin_prefetch(&in.tensors[tensor_of[id]]);
+      }
+    };
+    for (size_t k = 0; k < plan.size(); ++k) {
+      prefetch_ahead(k);
+      const ExpectedTensor& x = plan[k];
       if (in_mismatched_expert_layer(x.name)) continue;
       if (x.tower && tower_absent) continue;
       const bool present = x.presence == Presence::Required || present_any(x);
