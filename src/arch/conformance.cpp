@@ -889,6 +889,9 @@ struct Engine {
     tensor_of.reserve(in.tensors.size());
     for (size_t i = 0; i < in.tensors.size(); ++i) {
       const ActualTensor& t = in.tensors[i];
+      // The slot an insert a few names ahead will probe (the hashes were computed at load).
+      if (i + NameIndex::kPrefetchAhead < in.tensors.size())
+        if (const uint64_t h = in.tensors[i + NameIndex::kPrefetchAhead].hash) by_name.prefetch_slot(h);
       if (by_name.insert(t.name, t.hash ? t.hash : hash_name(t.name)) == tensor_of.size())
         tensor_of.push_back(static_cast<uint32_t>(i));
     }
