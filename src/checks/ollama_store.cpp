@@ -44,7 +44,12 @@ std::string kind_of(const OllamaLayer& l) {
 // per-chunk state files sha256-<hex>-partial-N. Bounded: a store holds hundreds of blobs.
 struct BlobDir {
   std::map<std::string, uint64_t> complete;          // digest hex -> bytes
-  std::map<std::string, std::pair<uint64_t, int>> partial;  // digest hex -> (bytes, files)
+  struct Partial {
+    uint64_t bytes = 0;       // every -partial* file together
+    bool data = false;        // sha256-<hex>-partial itself exists (the data, pre-sized to the blob)
+    int parts = 0;            // -partial-N part state files
+  };
+  std::map<std::string, Partial> partial;  // digest hex -> its partial files
   bool listed = false;
 };
 
@@ -73,8 +78,9 @@ BlobDir list_blobs(const std::filesystem::path& root) {
       d.complete[hex] = sec ? 0 : size;
     } else if (rest == "-partial" || rest.rfind("-partial-", 0) == 0) {
       auto& p = d.partial[hex];
-      p.first += sec ? 0 : size;
-      ++p.second;
+      p.bytes += sec ? 0 : size;
+      if (rest == "-partial") p.data = true;
+      else ++p.parts;
     }
   }
   d.listed = !ec;
@@ -128,7 +134,7 @@ void check_blob_dir(const Checkpoint& ck, const BlobDir& d, FindingSink& out) {
   std::string example;
   for (const auto& [hex, p] : d.partial)
     if (!referenced.count(hex)) {
-      stray_bytes += p.first;
+      stray_bytes += p.bytes;
       if (++stray == 1) example = "blobs/sha256-" + hex + "-partial";
     }
   if (stray)
@@ -173,9 +179,10 @@ void run(const Checkpoint& ck, const VerifyOptions& opts, FindingSink& out) {
       if (!l.present) {
         if (auto p = blobs.partial.find(hex_of(l)); p != blobs.partial.end()) {
           out.add("GG056", Severity::error,
-                  m.name + ": " + what + " is only partially downloaded (" + bytes_text(p->second.first) + " in " +
-                      std::to_string(p->second.second) + " -partial file(s)" + (l.size >= 0 ? ", the manifest says " + std::to_string(l.size) : std::string()) +
-                      "): an unfinished pull",
+                  m.name + ": " + what + " is only partially downloaded (" +
+                      (p->second.data ? std::string("a -partial data file") : std::string("no -partial data file")) + " and " +
+                      std::to_string(p->second.parts) + " part file(s), " + bytes_text(p->second.bytes) + " in all" +
+                      (l.size >= 0 ? "; the manifest says " + std::to_string(l.size) : std::string()) + "): an unfinished pull",
                   l.blob + "-partial", "", "`ollama pull " + m.name + "` resumes the download; the model cannot load until it completes");
           continue;
         }

@@ -172,8 +172,8 @@ TEST(ollama, a_layer_only_partially_downloaded_is_an_unfinished_pull) {
     ASSERT_NE(f, nullptr) << dump(all);
     EXPECT_EQ(f->severity, Severity::error);
     EXPECT_TRUE(contains(f->message, "application/vnd.ollama.image.model")) << f->message;
-    EXPECT_TRUE(contains(f->message, "2 -partial file(s)")) << f->message;
-    EXPECT_TRUE(contains(f->message, "the manifest says " + std::to_string(s.model_size))) << f->message;
+    EXPECT_TRUE(contains(f->message, "a -partial data file and 1 part file(s)")) << f->message;
+    EXPECT_TRUE(contains(f->message, "; the manifest says " + std::to_string(s.model_size))) << f->message;
     EXPECT_EQ(f->file, "blobs/sha256-" + s.model_digest + "-partial");
     EXPECT_EQ(find(all, "GG051"), nullptr) << dump(all);  // the specific finding replaces "missing"
     EXPECT_EQ(find(all, "GG057"), nullptr) << dump(all);  // the partial belongs to a verified layer
