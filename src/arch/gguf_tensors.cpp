@@ -1,4 +1,4 @@
-// llama.cpp's per-architecture tensor requests (specs/gguf.md §4.2-4.12, read from
+// llama.cpp's per-architecture tensor requests (specs/gguf.md §4.2-4.12; glm4moe §4.12, read from
 // src/models/<arch>.cpp at llama.cpp 3f545bec), as formulas over the GGUF hyperparameters.
 #include <algorithm>
 #include <array>
@@ -9,8 +9,8 @@ namespace ckpt::gguf_arch {
 
 namespace {
 
-constexpr std::array<std::string_view, 10> kModelled{"llama", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3",
-                                                     "phi3", "deepseek2", "gpt-oss"};
+constexpr std::array<std::string_view, 11> kModelled{"llama", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3",
+                                                     "phi3", "deepseek2", "gpt-oss", "glm4moe"};
 
 std::optional<uint64_t> u32_of(const gguf::File& g, const std::string& key) {
   const auto* kv = g.find(key);
@@ -164,13 +164,14 @@ std::vector<ExpectedTensor> expected_tensors(const Hparams& hp) {
       }
       add(b + "attn_output.weight", {H * hp.Dvm, E});
     }
-    if (a == "qwen3" || a == "qwen3moe" || a == "gemma3") {
-      add(b + "attn_q_norm.weight", {Dk});
-      add(b + "attn_k_norm.weight", {Dk});
+    if (a == "qwen3" || a == "qwen3moe" || a == "gemma3" || a == "glm4moe") {
+      // glm4moe: "optional for GLM-4.5 355B variant"
+      add(b + "attn_q_norm.weight", {Dk}, a == "glm4moe" ? opt : Need::required);
+      add(b + "attn_k_norm.weight", {Dk}, a == "glm4moe" ? opt : Need::required);
     }
-    if (a == "gemma2" || a == "gemma3" || a == "gpt-oss") add(b + "post_attention_norm.weight", {E});
+    if (a == "gemma2" || a == "gemma3" || a == "gpt-oss" || a == "glm4moe") add(b + "post_attention_norm.weight", {E});
     if (a == "gemma2" || a == "gemma3") add(b + "post_ffw_norm.weight", {E});
-    if (a != "gpt-oss") add(b + "ffn_norm.weight", {E});
+    if (a != "gpt-oss" && a != "glm4moe") add(b + "ffn_norm.weight", {E});  // their post-attention norm feeds the FFN
     if (a == "gpt-oss") {
       add(b + "attn_sinks.weight", {H});
       add(b + "ffn_gate_inp.weight", {E, hp.X});
@@ -188,7 +189,7 @@ std::vector<ExpectedTensor> expected_tensors(const Hparams& hp) {
       add(b + "ffn_down.weight", {F, E});
       continue;
     }
-    const bool moe = a == "qwen3moe" || (a == "llama" && hp.X > 0) || (a == "deepseek2" && i >= hp.Ld);
+    const bool moe = a == "qwen3moe" || (a == "llama" && hp.X > 0) || ((a == "deepseek2" || a == "glm4moe") && i >= hp.Ld);
     if (!moe) {
       add(b + "ffn_gate.weight", {E, F});
       add(b + "ffn_up.weight", {E, F});
@@ -208,6 +209,18 @@ std::vector<ExpectedTensor> expected_tensors(const Hparams& hp) {
       add(b + "ffn_gate_exps.weight", {E, Fx, hp.X}, Need::required, g, 0);
       add(b + "ffn_up_exps.weight", {E, Fx, hp.X}, Need::required, g, 0);
       add(b + "ffn_gate_up_exps.weight", {E, 2 * Fx, hp.X}, Need::required, g, 1);
+      add(b + "ffn_down_exps.weight", {Fx, E, hp.X});
+      if (hp.S > 0) {
+        add(b + "ffn_gate_shexp.weight", {E, Fx * hp.S});
+        add(b + "ffn_up_shexp.weight", {E, Fx * hp.S});
+        add(b + "ffn_down_shexp.weight", {Fx * hp.S, E});
+      }
+      continue;
+    }
+    if (a == "glm4moe") {
+      add(b + "exp_probs_b.bias", {hp.X});  // required here, unlike deepseek2
+      add(b + "ffn_gate_exps.weight", {E, Fx, hp.X});
+      add(b + "ffn_up_exps.weight", {E, Fx, hp.X});
       add(b + "ffn_down_exps.weight", {Fx, E, hp.X});
       if (hp.S > 0) {
         add(b + "ffn_gate_shexp.weight", {E, Fx * hp.S});
@@ -245,9 +258,11 @@ std::vector<std::pair<std::string, gguf::WriteValue>> hparam_kvs(const Hparams& 
     kv.push_back({p + "expert_used_count", WriteValue::u32(static_cast<uint32_t>(hp.Xu))});
     if (hp.Fe) kv.push_back({p + "expert_feed_forward_length", WriteValue::u32(static_cast<uint32_t>(hp.Fe))});
   }
-  if (hp.arch == "deepseek2") {
+  if (hp.arch == "deepseek2" || hp.arch == "glm4moe") {
     kv.push_back({p + "expert_shared_count", WriteValue::u32(static_cast<uint32_t>(hp.S))});
     kv.push_back({p + "leading_dense_block_count", WriteValue::u32(static_cast<uint32_t>(hp.Ld))});
+  }
+  if (hp.arch == "deepseek2") {
     kv.push_back({p + "attention.q_lora_rank", WriteValue::u32(static_cast<uint32_t>(hp.Rq))});
     kv.push_back({p + "attention.kv_lora_rank", WriteValue::u32(static_cast<uint32_t>(hp.Rkv))});
     if (hp.mla) {

@@ -24,7 +24,7 @@ uint32_t gguf_name_number(const std::string& file) {
   return s ? s->no : 0;
 }
 
-constexpr std::array<CheckInfo, 38> kCodes{{
+constexpr std::array<CheckInfo, 40> kCodes{{
     {"GG001", Severity::error, "GGUF file could not be read"},
     {"GG002", Severity::error, "file ends inside the GGUF header"},
     {"GG003", Severity::error, "not a GGUF file (bad magic)"},
@@ -59,6 +59,8 @@ constexpr std::array<CheckInfo, 38> kCodes{{
     {"GG032", Severity::error, "hyperparameter value llama.cpp aborts on"},
     {"GG033", Severity::error, "per-layer array length differs from block_count"},
     {"GG034", Severity::error, "required hyperparameter missing"},
+    {"GG035", Severity::error, "general.file_type declares a quantization no weight tensor has"},
+    {"GG036", Severity::warning, "general.file_type value unknown"},
     {"GG040", Severity::error, "split file missing"},
     {"GG041", Severity::error, "split metadata inconsistent with the split files"},
     {"GG042", Severity::error, "tensor stored in more than one split file"},
@@ -392,12 +394,150 @@ void check_split(const Checkpoint& ck, const GgufModel& m, FindingSink& out) {
             first ? first->file : m.name, "", "llama.cpp fails \"corrupted model: N tensors expected but M found\"");
 }
 
+// ---- declared vs stored quantization (GG035, GG036) -------------------------------------
+// general.file_type is llama_ftype, "the type of the majority of the tensors" (specs/gguf.md
+// §3.2). llama-quantize mixes types inside one file (Q4_K_M keeps attn_v/ffn_down at Q6_K,
+// output and token_embd differ, a row that does not divide the block falls back: Q4_K → Q5_0,
+// Q5_K → Q5_1, Q6_K → Q8_0, Q2_K/Q3_K → Q4_0, IQ* → IQ4_NL, then F16), so a mix is no defect.
+// What is one is a declaration that no weight matrix follows at all (int8 declared over
+// int4-packed tensors): a reader of the declaration alone is wrong about every tensor.
+struct FtypeInfo {
+  uint32_t id;
+  std::string_view name;
+  std::string_view types;  // the ggml types the declaration's weight matrices are stored in, with fallbacks
+};
+constexpr std::string_view kIqTypes = "iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq4_nl iq4_xs";
+constexpr FtypeInfo kFtypes[] = {
+    {0, "ALL_F32", "f32"},
+    {1, "MOSTLY_F16", "f16"},
+    {2, "MOSTLY_Q4_0", "q4_0"},
+    {3, "MOSTLY_Q4_1", "q4_1"},
+    {7, "MOSTLY_Q8_0", "q8_0"},
+    {8, "MOSTLY_Q5_0", "q5_0"},
+    {9, "MOSTLY_Q5_1", "q5_1"},
+    {10, "MOSTLY_Q2_K", "q2_k q4_0"},
+    {11, "MOSTLY_Q3_K_S", "q3_k q4_0"},
+    {12, "MOSTLY_Q3_K_M", "q3_k q4_0"},
+    {13, "MOSTLY_Q3_K_L", "q3_k q4_0"},
+    {14, "MOSTLY_Q4_K_S", "q4_k q5_0"},
+    {15, "MOSTLY_Q4_K_M", "q4_k q5_0"},
+    {16, "MOSTLY_Q5_K_S", "q5_k q5_1"},
+    {17, "MOSTLY_Q5_K_M", "q5_k q5_1"},
+    {18, "MOSTLY_Q6_K", "q6_k q8_0"},
+    {19, "MOSTLY_IQ2_XXS", kIqTypes},
+    {20, "MOSTLY_IQ2_XS", kIqTypes},
+    {21, "MOSTLY_Q2_K_S", "q2_k q4_0"},
+    {22, "MOSTLY_IQ3_XS", kIqTypes},
+    {23, "MOSTLY_IQ3_XXS", kIqTypes},
+    {24, "MOSTLY_IQ1_S", kIqTypes},
+    {25, "MOSTLY_IQ4_NL", kIqTypes},
+    {26, "MOSTLY_IQ3_S", kIqTypes},
+    {27, "MOSTLY_IQ3_M", kIqTypes},
+    {28, "MOSTLY_IQ2_S", kIqTypes},
+    {29, "MOSTLY_IQ2_M", kIqTypes},
+    {30, "MOSTLY_IQ4_XS", kIqTypes},
+    {31, "MOSTLY_IQ1_M", kIqTypes},
+    {32, "MOSTLY_BF16", "bf16"},
+    {33, "MOSTLY_Q4_0_4_4 (removed)", "q4_0"},  // repacked at load time since their removal; stored as Q4_0
+    {34, "MOSTLY_Q4_0_4_8 (removed)", "q4_0"},
+    {35, "MOSTLY_Q4_0_8_8 (removed)", "q4_0"},
+    {36, "MOSTLY_TQ1_0", "tq1_0 q4_0"},
+    {37, "MOSTLY_TQ2_0", "tq2_0 q4_0"},
+    {38, "MOSTLY_MXFP4_MOE", "mxfp4"},
+    {39, "MOSTLY_NVFP4", "nvfp4"},
+    {40, "MOSTLY_Q1_0", "q1_0"},
+    {41, "MOSTLY_Q2_0", "q2_0 q4_0"},
+};
+constexpr uint32_t kFtypeGuessed = 1024;  // LLAMA_FTYPE_GUESSED: set by llama.cpp when it guessed
+
+bool type_listed(std::string_view list, int32_t type) {
+  const auto* info = gguf::ggml_type(type);
+  if (!info) return false;
+  size_t pos = 0;
+  while (pos < list.size()) {
+    const size_t end = std::min(list.find(' ', pos), list.size());
+    if (list.substr(pos, end - pos) == info->name) return true;
+    pos = end + 1;
+  }
+  return false;
+}
+
+// The weight matrices the declaration speaks for: 2-D and larger, not the embedding or the
+// output head (llama-quantize gives those their own types), and only those whose rows the
+// declared type can hold (the rest fall back by rule).
+bool judged_weight(const gguf::TensorInfo& t) {
+  if (t.n_dims < 2) return false;
+  const std::string_view n = t.name;
+  if (n.size() < 7 || n.substr(n.size() - 7) != ".weight") return false;
+  return n != "token_embd.weight" && n != "output.weight" && n.find("token_types") == std::string_view::npos &&
+         n.find("position_embd") == std::string_view::npos;
+}
+
+void check_file_type(const Checkpoint& ck, const GgufModel& m, FindingSink& out) {
+  const Shard* first = m.first(ck.gguf_shards);
+  if (!first || !first->gguf->metadata_ok) return;
+  const auto* kv = first->gguf->find("general.file_type");
+  if (!kv || kv->value.type != ValueType::U32) return;  // absent is allowed; a wrong type is GG031
+  const uint32_t raw = static_cast<uint32_t>(kv->value.bits);
+  const uint32_t id = raw & ~kFtypeGuessed;
+  const FtypeInfo* ft = nullptr;
+  for (const auto& f : kFtypes)
+    if (f.id == id) ft = &f;
+  if (!ft) {
+    out.add("GG036", Severity::warning,
+            "general.file_type is " + std::to_string(raw) + ", not a llama_ftype ckpt knows (0-41 at " + std::string(gguf::kTypeTableRevision) +
+                "): the declared quantization is not compared with the tensors",
+            first->file, "", "a fork's own file type (ik_llama.cpp writes ids such as 148), or a corrupt header; llama.cpp prints it as unknown");
+    return;
+  }
+  std::map<std::string, uint64_t> observed;  // type name -> judged tensors
+  uint64_t judged = 0, matching = 0;
+  const gguf::TensorInfo* example = nullptr;
+  const Shard* example_shard = nullptr;
+  // The declared base type's block: a row it cannot divide is stored in a fallback type.
+  const auto base = gguf::ggml_type_from_name(ft->types.substr(0, ft->types.find(' ')));
+  for (uint32_t i : m.shards) {
+    const Shard& sh = ck.gguf_shards[i];
+    if (!sh.gguf || !sh.gguf->parsed) return;  // structure errors first; judge only whole tables
+    for (const auto& t : sh.gguf->tensors) {
+      if (!judged_weight(t)) continue;
+      if (base && t.ne[0] > 0 && !gguf::row_bytes(*base, static_cast<uint64_t>(t.ne[0]))) continue;
+      const auto* info = gguf::ggml_type(t.type);
+      if (!info) continue;
+      ++judged;
+      ++observed[std::string(info->name)];
+      if (type_listed(ft->types, t.type)) ++matching;
+      else if (!example) {
+        example = &t;
+        example_shard = &sh;
+      }
+    }
+  }
+  if (judged == 0 || matching > 0) return;
+  std::vector<std::pair<uint64_t, std::string>> by_count;
+  for (const auto& [name, n] : observed) by_count.push_back({n, name});
+  std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::string seen;
+  for (const auto& [n, name] : by_count) seen += (seen.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+  std::string expected;
+  for (char c : ft->types) expected += c == ' ' ? std::string("/") : std::string(1, c);
+  out.add("GG035", Severity::error,
+          "general.file_type declares " + std::string(ft->name) + " (" + std::to_string(raw) + ": weight matrices in " + expected +
+              ") but none of the " + std::to_string(judged) + " weight matrices is: they are " + seen + " (e.g. " +
+              std::string(example->name) + " is " + std::string(gguf::ggml_type(example->type)->name) + ")",
+          example_shard->file, std::string(example->name),
+          "the declaration describes a different file than the one on disk (a re-quantized file whose header was copied, or a "
+          "tool that rewrote the metadata); tools that read only the declaration misreport size, speed and quality. Re-quantize, "
+          "or set general.file_type to the type the tensors hold");
+}
+
 void run(const Checkpoint& ck, const VerifyOptions&, FindingSink& out) {
   for (const auto& sh : ck.gguf_shards) check_file(sh, out);
   for (const auto& m : ck.gguf_models) {
     const Shard* first = m.first(ck.gguf_shards);
     if (first && first->gguf->metadata_ok && (m.split_count <= 1 || gguf_name_number(first->file) == 1)) check_hparams(*first, out);
     check_split(ck, m, out);
+    check_file_type(ck, m, out);
   }
 }
 

@@ -3,7 +3,9 @@
 // files yield their GG code and never a crash; split sets; unmodelled architectures warn only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 
 #include "builders.h"
 #include "ckpt/engines.h"
@@ -150,6 +152,223 @@ std::vector<Finding> verify_bytes(const std::string& bytes) {
   TempDir d;
   write_text(d / "model.gguf", bytes);
   return verify(d.path());
+}
+
+using Edit = std::function<void(std::vector<std::pair<std::string, WriteValue>>&, std::vector<gguf::WriteTensor>&)>;
+
+// A fixture of `arch` with hidden 256 (rows every K-quant block divides), rebuilt with `edit` applied.
+std::string rebuilt(const std::string& arch, const Edit& edit) {
+  TempDir tmp;
+  fixture::GgufOptions o;
+  o.arch = arch;
+  o.out = tmp.path();
+  o.hidden = 256;
+  auto r = fixture::make_gguf_fixture(o);
+  EXPECT_EQ(r.error, "");
+  const auto f = gguf::read_file(tmp.path() / r.files[0]);
+  std::vector<std::pair<std::string, WriteValue>> kvs;
+  for (const auto& kv : f.kvs) {
+    WriteValue v;
+    v.type = kv.value.type;
+    v.elem = kv.value.elem;
+    v.bits = kv.value.bits;
+    v.str = std::string(kv.value.str);
+    for (auto s : kv.value.strings) v.strings.push_back(std::string(s));
+    v.raw = std::string(kv.value.raw);
+    v.count = kv.value.count;
+    kvs.emplace_back(std::string(kv.key), std::move(v));
+  }
+  std::vector<gguf::WriteTensor> ts;
+  for (const auto& t : f.tensors) {
+    std::vector<uint64_t> ne;
+    for (uint32_t i = 0; i < t.n_dims; ++i) ne.push_back(static_cast<uint64_t>(t.ne[i]));
+    ts.push_back({std::string(t.name), t.type, ne, {}});
+  }
+  edit(kvs, ts);
+  std::string err;
+  auto bytes = gguf::build(kvs, ts, {}, &err);
+  EXPECT_EQ(err, "");
+  return bytes;
+}
+std::string llama_256(const Edit& edit) { return rebuilt("llama", edit); }
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// llama-quantize's Q4_K_M mix (llama_tensor_get_type): attn_v and ffn_down of some layers at
+// Q6_K, output at Q6_K, everything else 2-D at Q4_K, norms F32.
+void q4_k_m_layout(std::vector<gguf::WriteTensor>& ts) {
+  for (auto& t : ts) {
+    if (t.ne.size() < 2) continue;
+    const bool high = ends_with(t.name, "attn_v.weight") || ends_with(t.name, "ffn_down.weight") || t.name == "output.weight";
+    t.type = high ? 14 : 12;  // q6_k : q4_k
+  }
+}
+
+TEST(gg_checks, declared_file_type_against_the_stored_tensor_types) {
+  // The incident: Q8_0 declared over Q4_0 weights.
+  {
+    auto all = verify_bytes(llama_256([](auto& kvs, auto& ts) {
+      for (auto& t : ts)
+        if (t.ne.size() >= 2) t.type = 2;  // q4_0
+      set(kvs, "general.file_type", WriteValue::u32(7));
+    }));
+    const Finding* f = find(all, "GG035");
+    ASSERT_NE(f, nullptr) << dump(all);
+    EXPECT_EQ(f->severity, Severity::error);
+    EXPECT_TRUE(contains(f->message, "MOSTLY_Q8_0")) << f->message;
+    EXPECT_TRUE(contains(f->message, " q4_0")) << f->message;
+    EXPECT_FALSE(f->tensor.empty());
+    EXPECT_TRUE(contains(f->message, f->tensor)) << f->message;
+  }
+  // A real Q4_K_M mix declared Q4_K_M: clean.
+  {
+    auto all = verify_bytes(llama_256([](auto& kvs, auto& ts) {
+      q4_k_m_layout(ts);
+      set(kvs, "general.file_type", WriteValue::u32(15));
+    }));
+    EXPECT_EQ(find(all, "GG035"), nullptr) << dump(all);
+    EXPECT_EQ(find(all, "GG036"), nullptr) << dump(all);
+  }
+  // The same mix declared F16, or Q8_0: nothing stored matches.
+  for (uint32_t declared : {1u, 7u, 18u}) {
+    auto all = verify_bytes(llama_256([&](auto& kvs, auto& ts) {
+      q4_k_m_layout(ts);
+      if (declared == 18u)  // Q6_K declared: make every tensor Q4_K so Q6_K (and its Q8_0 fallback) is nowhere
+        for (auto& t : ts)
+          if (t.ne.size() >= 2) t.type = 12;
+      set(kvs, "general.file_type", WriteValue::u32(declared));
+    }));
+    const Finding* f = find(all, "GG035");
+    ASSERT_NE(f, nullptr) << declared << "\n" << dump(all);
+    EXPECT_TRUE(contains(f->message, "q4_k")) << f->message;
+  }
+  // Q4_K_M with every matrix in Q5_0, the fallback llama-quantize uses for Q4_K
+  // (the hidden-256 rows Q4_K holds) stored in it: accepted, no finding.
+  {
+    auto all = verify_bytes(tiny_llama([](auto& kvs, auto& ts) {
+      for (auto& t : ts)
+        if (t.ne.size() >= 2) t.type = 6;  // q5_0
+      set(kvs, "general.file_type", WriteValue::u32(15));
+    }));
+    EXPECT_EQ(find(all, "GG035"), nullptr) << dump(all);
+  }
+  // The GUESSED flag is not a different type; an unknown id is a warning only.
+  {
+    auto all = verify_bytes(llama_256([](auto& kvs, auto& ts) {
+      q4_k_m_layout(ts);
+      set(kvs, "general.file_type", WriteValue::u32(15 | 1024));
+    }));
+    EXPECT_EQ(find(all, "GG035"), nullptr) << dump(all);
+    EXPECT_EQ(find(all, "GG036"), nullptr) << dump(all);
+  }
+  {
+    auto all = verify_bytes(llama_256([](auto& kvs, auto&) { set(kvs, "general.file_type", WriteValue::u32(148)); }));
+    const Finding* f = find(all, "GG036");
+    ASSERT_NE(f, nullptr) << dump(all);
+    EXPECT_EQ(f->severity, Severity::warning);
+    EXPECT_TRUE(contains(f->message, "148")) << f->message;
+    EXPECT_EQ(find(all, "GG035"), nullptr);
+  }
+}
+
+TEST(gg_checks, every_fixture_quant_declares_what_it_stores) {
+  for (auto q : fixture::gguf_quants()) {
+    for (int64_t hidden : {64, 256}) {
+      TempDir d;
+      fixture::GgufOptions o;
+      o.arch = "qwen3";
+      o.out = d.path();
+      o.quant = std::string(q);
+      o.hidden = hidden;
+      auto r = fixture::make_gguf_fixture(o);
+      ASSERT_EQ(r.error, "") << q;
+      auto all = verify(d.path());
+      EXPECT_EQ(find(all, "GG035"), nullptr) << q << " " << hidden << "\n" << dump(all);
+      EXPECT_EQ(find(all, "GG036"), nullptr) << q << " " << hidden;
+    }
+  }
+}
+
+void drop(std::vector<gguf::WriteTensor>& ts, const std::string& name) {
+  ts.erase(std::remove_if(ts.begin(), ts.end(), [&](const auto& t) { return t.name == name; }), ts.end());
+}
+
+// GLM-4.5-Air's layout (specs/gguf.md §4.12) at fixture size: E 256, H 4 x Dk 64, Hkv 2, layer 0
+// dense, layers 1.. MoE with exp_probs_b and one shared expert, q/k/v biases, no q/k norms
+// (optional: the 355B variant has none), and a trailing NextN layer that llama.cpp skips.
+TEST(gg_checks, glm4moe_real_layout_is_clean_and_its_defects_are_found) {
+  auto glm_air = [](auto& kvs, auto& ts) {
+    const uint64_t E = 256, Kkv = 2 * 64, X = 4, V = 0;
+    (void)V;
+    for (int i = 0; i < 2; ++i) {
+      const std::string b = "blk." + std::to_string(i) + ".";
+      drop(ts, b + "attn_q_norm.weight");
+      drop(ts, b + "attn_k_norm.weight");
+      ts.push_back({b + "attn_q.bias", 0, {4 * 64}, {}});
+      ts.push_back({b + "attn_k.bias", 0, {Kkv}, {}});
+      ts.push_back({b + "attn_v.bias", 0, {Kkv}, {}});
+    }
+    // NextN layer 2: block_count 3, nextn_predict_layers 1; its tensors as the converter writes them.
+    uint64_t n_vocab = 0;
+    for (const auto& t : ts)
+      if (t.name == "token_embd.weight") n_vocab = t.ne[1];
+    const std::string b = "blk.2.";
+    for (const auto& [n, ne] : std::vector<std::pair<std::string, std::vector<uint64_t>>>{
+             {"attn_norm.weight", {E}},
+             {"attn_q.weight", {E, 256}},
+             {"attn_k.weight", {E, Kkv}},
+             {"attn_v.weight", {E, Kkv}},
+             {"attn_output.weight", {256, E}},
+             {"post_attention_norm.weight", {E}},
+             {"ffn_gate_inp.weight", {E, X}},
+             {"exp_probs_b.bias", {X}},
+             {"ffn_gate_exps.weight", {E, E, X}},
+             {"ffn_up_exps.weight", {E, E, X}},
+             {"ffn_down_exps.weight", {E, E, X}},
+             {"nextn.eh_proj.weight", {2 * E, E}},
+             {"nextn.enorm.weight", {E}},
+             {"nextn.hnorm.weight", {E}},
+             {"nextn.shared_head_norm.weight", {E}},
+             {"nextn.embed_tokens.weight", {E, n_vocab}},
+         })
+      ts.push_back({b + n, ne.size() >= 2 ? 1 : 0, ne, {}});
+    set(kvs, "glm4moe.block_count", WriteValue::u32(3));
+    set(kvs, "glm4moe.nextn_predict_layers", WriteValue::u32(1));
+  };
+  {
+    auto all = verify_bytes(rebuilt("glm4moe", glm_air));
+    EXPECT_TRUE(errors_and_warnings(all).empty()) << dump(all);
+  }
+  // exp_probs_b.bias is required for glm4moe (optional for deepseek2).
+  {
+    auto all = verify_bytes(rebuilt("glm4moe", [&](auto& kvs, auto& ts) {
+      glm_air(kvs, ts);
+      drop(ts, "blk.1.exp_probs_b.bias");
+    }));
+    const Finding* f = find(all, "AR021");
+    ASSERT_NE(f, nullptr) << dump(all);
+    EXPECT_TRUE(contains(f->message, "blk.1.exp_probs_b.bias")) << f->message;
+  }
+  // glm4moe has no ffn_norm (post_attention_norm feeds the FFN): one is unexpected.
+  {
+    auto all = verify_bytes(rebuilt("glm4moe", [&](auto& kvs, auto& ts) {
+      glm_air(kvs, ts);
+      ts.push_back({"blk.0.ffn_norm.weight", 0, {256}, {}});
+    }));
+    EXPECT_NE(find(all, "AR022"), nullptr) << dump(all);
+  }
+  // The shared expert's width follows expert_feed_forward_length x expert_shared_count.
+  {
+    auto all = verify_bytes(rebuilt("glm4moe", [&](auto& kvs, auto& ts) {
+      glm_air(kvs, ts);
+      set(kvs, "glm4moe.expert_shared_count", WriteValue::u32(2));
+    }));
+    const Finding* f = find(all, "AR023");
+    ASSERT_NE(f, nullptr) << dump(all);
+    EXPECT_TRUE(contains(f->message, "shexp")) << f->message;
+  }
 }
 
 TEST(gg_checks, metadata_llama_cpp_refuses_or_aborts_on) {
@@ -367,7 +586,7 @@ TEST(gg_checks, every_gguf_code_is_documented) {
     ++n;
     EXPECT_TRUE(contains(docs, "## " + code + " — ")) << code;
   }
-  EXPECT_EQ(n, 38 + 6 + 9 + 6 + 1);
+  EXPECT_EQ(n, 40 + 9 + 9 + 6 + 1);  // GG structure, Ollama store, TK, AR, HS006
 }
 
 }  // namespace

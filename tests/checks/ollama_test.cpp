@@ -160,6 +160,59 @@ TEST(ollama, deep_compares_the_digest) {
   EXPECT_TRUE(contains(f->message, "not its digest")) << f->message;
 }
 
+TEST(ollama, a_layer_only_partially_downloaded_is_an_unfinished_pull) {
+  Store s;
+  // As Ollama's downloader leaves an interrupted pull: the data under -partial, part state in -partial-0.
+  const std::string bytes = read_text(s.blob(s.model_digest));
+  fs::remove(s.blob(s.model_digest));
+  write_text(s.dir / ("blobs/sha256-" + s.model_digest + "-partial"), bytes.substr(0, 4096));
+  write_text(s.dir / ("blobs/sha256-" + s.model_digest + "-partial-0"), R"({"N":0,"Offset":0,"Size":4096,"Completed":4096})");
+  for (const auto& all : {s.verify_name("tiny"), verify(s.dir.path())}) {
+    const Finding* f = find(all, "GG056");
+    ASSERT_NE(f, nullptr) << dump(all);
+    EXPECT_EQ(f->severity, Severity::error);
+    EXPECT_TRUE(contains(f->message, "application/vnd.ollama.image.model")) << f->message;
+    EXPECT_TRUE(contains(f->message, "a -partial data file and 1 part file(s)")) << f->message;
+    EXPECT_TRUE(contains(f->message, "; the manifest says " + std::to_string(s.model_size))) << f->message;
+    EXPECT_EQ(f->file, "blobs/sha256-" + s.model_digest + "-partial");
+    EXPECT_EQ(find(all, "GG051"), nullptr) << dump(all);  // the specific finding replaces "missing"
+    EXPECT_EQ(find(all, "GG057"), nullptr) << dump(all);  // the partial belongs to a verified layer
+  }
+}
+
+TEST(ollama, unrelated_partials_and_orphan_blobs_are_info_with_their_bytes) {
+  Store s;
+  const std::string other(64, 'a'), orphan1(64, 'b'), orphan2(64, 'c');
+  write_text(s.dir / ("blobs/sha256-" + other + "-partial"), std::string(12, 'x'));
+  write_text(s.dir / ("blobs/sha256-" + orphan1), std::string(1000, 'x'));
+  write_text(s.dir / ("blobs/sha256-" + orphan2), std::string(24, 'x'));
+  write_text(s.dir / "blobs/not-a-blob", "ignored");
+  auto all = verify(s.dir.path());
+  EXPECT_TRUE(serious(all).empty()) << dump(all);
+  const Finding* p = find(all, "GG057");
+  ASSERT_NE(p, nullptr) << dump(all);
+  EXPECT_EQ(p->severity, Severity::info);
+  EXPECT_TRUE(contains(p->message, "1 interrupted download(s)")) << p->message;
+  EXPECT_TRUE(contains(p->message, "12 bytes")) << p->message;
+  const Finding* o = find(all, "GG058");
+  ASSERT_NE(o, nullptr) << dump(all);
+  EXPECT_EQ(o->severity, Severity::info);
+  EXPECT_TRUE(contains(o->message, "2 blob(s)")) << o->message;
+  EXPECT_TRUE(contains(o->message, "1024 bytes")) << o->message;  // 1000 + 24
+  EXPECT_EQ(o->file, "blobs/sha256-" + orphan1);
+  // A second model sharing the store: its blobs are referenced, so only the two remain orphans.
+  // One model by name loads one manifest: orphans cannot be told, partials still can.
+  s.write_manifest("library", "tiny2", "latest");
+  auto by_name = s.verify_name("tiny");
+  EXPECT_EQ(find(by_name, "GG058"), nullptr) << dump(by_name);
+  EXPECT_NE(find(by_name, "GG057"), nullptr) << dump(by_name);
+  // The clean store has neither.
+  Store clean;
+  auto c = verify(clean.dir.path());
+  EXPECT_EQ(find(c, "GG057"), nullptr) << dump(c);
+  EXPECT_EQ(find(c, "GG058"), nullptr) << dump(c);
+}
+
 }  // namespace
 }  // namespace ckpt::ftest
 
