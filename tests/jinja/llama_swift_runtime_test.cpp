@@ -142,3 +142,44 @@ TEST(JinjaSwiftRuntime, FilteredLoopCountsUnfilteredItems) {
   EXPECT_EQ(out(t, jinja::Runtime::swift_jinja), "2/4,4/4L,");
   EXPECT_EQ(out(t, jinja::Runtime::python), "1/2,2/2L,");
 }
+
+// The 216 real templates under each recorded probe context: how many renders does each
+// runtime change (against Python), and does a runtime ever fail where Python renders? A runtime
+// difference is CT012's warning; a new failure would be a bug of the model.
+TEST(JinjaSwiftRuntime, RealTemplatesRenderUnderEveryRuntime) {
+  CKPT_REQUIRE_CORPUS();
+  const auto root = test::corpus_dir() / "template-cases";
+  auto contexts = json::parse(test::read_text(root / "probe/contexts.json"));
+  ASSERT_TRUE(contexts.ok());
+  size_t renders = 0, ll_diff = 0, sw_diff = 0, new_failures = 0;
+  std::string examples, failures;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(test::corpus_dir() / "templates")) {
+    if (entry.path().extension() != ".jinja") continue;
+    const std::string text = test::read_text(entry.path());
+    for (const auto& [name, ctx] : contexts.value.as_object()) {
+      jinja::Options o;
+      o.now = 1721995200;
+      auto py = jinja::render_string(text, ctx, o, "t");
+      if (!py.ok()) continue;
+      ++renders;
+      for (auto rt : {jinja::Runtime::llama_cpp, jinja::Runtime::swift_jinja}) {
+        o.runtime = rt;
+        auto r = jinja::render_string(text, ctx, o, "t");
+        const std::string id = entry.path().filename().string() + "@" + name;
+        if (!r.ok()) {
+          ++new_failures;
+          failures += id + " ";
+          continue;
+        }
+        if (r.output == py.output) continue;
+        (rt == jinja::Runtime::llama_cpp ? ll_diff : sw_diff)++;
+        if (rt == jinja::Runtime::swift_jinja && sw_diff <= 5) examples += id + " ";
+      }
+    }
+  }
+  std::printf("real templates x probe contexts: %zu Python renders; llama_cpp runtime changes %zu, swift_jinja %zu "
+              "(e.g. %s)\n",
+              renders, ll_diff, sw_diff, examples.c_str());
+  EXPECT_GT(renders, 700u);
+  EXPECT_EQ(new_failures, 0u) << failures;
+}
