@@ -24,7 +24,16 @@ namespace ckpt::jinja {
 // (../shared/specs/template-dialects.md §2, measured against its own test expectations):
 // true/false and JSON-style lists and dicts when printed, None and undefined as "", an
 // integral float through tojson as an integer, and JavaScript's sign of `%`.
-enum class Runtime : uint8_t { python, hf_jinja };
+// `llama_cpp` follows llama.cpp's common/jinja where its recorded outputs differ from Python
+// (template-cases/reference/*.results.json, each rule in the code cites its case ids): None
+// and undefined print as "", a list prints as its items concatenated, a dict or namespace as
+// "", `~ none` adds nothing, `default` replaces None, sort/dictsort compare case-sensitively,
+// upper/lower map ASCII only, and split() without a separator splits on each space.
+// `swift_jinja` follows swift-jinja 2.x (swift-transformers) by its source, template-dialects.md
+// §1b "differs" rows: true/false and "" for None when printed, a dict as {'k': v}, tojson with
+// sorted keys, compact separators and ensure_ascii on by default, `//` and `%` truncating toward
+// zero, `~ none` adding nothing, and dict items()/keys()/values() in sorted key order.
+enum class Runtime : uint8_t { python, hf_jinja, llama_cpp, swift_jinja };
 
 struct Options {
   Runtime runtime = Runtime::python;

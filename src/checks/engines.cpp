@@ -9,6 +9,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 
 #include "checks/family.h"
 #include "checks/gguf_templates.h"
@@ -92,9 +93,30 @@ void template_findings(const Checkpoint& ck, const Selection& sel, std::vector<F
         out.push_back(std::move(f));
         continue;
       }
-      // Lexer differences are predicted as a rewritten source; @huggingface/jinja also prints
-      // values differently at run time (Runtime::hf_jinja), so its render is always compared.
-      const bool hf_runtime = p.dialect.kind == DialectKind::hf_jinja;
+      // Lexer differences are predicted as a rewritten source; @huggingface/jinja, llama.cpp and
+      // swift-jinja also print values differently at run time (jinja::Runtime), so their render
+      // is always compared.
+      std::optional<jinja::Runtime> runtime;
+      const char* runtime_cause = "";
+      switch (p.dialect.kind) {
+        case DialectKind::hf_jinja:
+          runtime = jinja::Runtime::hf_jinja;
+          runtime_cause = "its runtime prints values as JavaScript does (true/false, None as \"\", lists "
+                          "and dicts as JSON, 1.0|tojson as 1, the sign of %)";
+          break;
+        case DialectKind::llama_cpp_jinja:
+          runtime = jinja::Runtime::llama_cpp;
+          runtime_cause = "its runtime (common/jinja) prints None as \"\", a list as its items run together "
+                          "and a dict as \"\", drops None from ~, and sorts case-sensitively";
+          break;
+        case DialectKind::swift_jinja:
+          runtime = jinja::Runtime::swift_jinja;
+          runtime_cause = "its runtime prints true/false and None as \"\", sorts and compacts tojson "
+                          "(ensure_ascii on), truncates // and %, and iterates dict items in sorted key order";
+          break;
+        default: break;
+      }
+      const bool hf_runtime = runtime.has_value();
       if (pred.rewritten.empty() && !hf_runtime) continue;
       if (!have_ctx) {
         ctx = bare_context(in.tokenizer_config);
@@ -106,7 +128,7 @@ void template_findings(const Checkpoint& ck, const Selection& sel, std::vector<F
         reference_out = r.output;
       }
       jinja::Options engine_opts = opts;
-      if (hf_runtime) engine_opts.runtime = jinja::Runtime::hf_jinja;
+      if (runtime) engine_opts.runtime = *runtime;
       jinja::RenderResult r2;
       if (pred.rewritten.empty()) {
         r2 = parsed->render(ctx, engine_opts);
@@ -138,9 +160,12 @@ void template_findings(const Checkpoint& ck, const Selection& sel, std::vector<F
         f.message += "; cause at " + src.origin + ":" + std::to_string(cause->line) + ":" +
                      std::to_string(cause->column) + ": " + cause->what;
       else if (hf_runtime)
-        f.message += "; cause: its runtime prints values as JavaScript does (true/false, None as \"\", lists "
-                     "and dicts as JSON, 1.0|tojson as 1, the sign of %)";
-      f.hint = "source: " + (cause ? cause->source : std::string("template-dialects.md") + (hf_runtime && !cause ? " §2" : "")) +
+        f.message += std::string("; cause: ") + runtime_cause;
+      const char* runtime_source = p.dialect.kind == DialectKind::hf_jinja ? " §2"
+                                   : p.dialect.kind == DialectKind::swift_jinja
+                                       ? " §1b"
+                                       : " and the recorded llama.cpp outputs (template-cases/reference)";
+      f.hint = "source: " + (cause ? cause->source : std::string("template-dialects.md") + (hf_runtime && !cause ? runtime_source : "")) +
                "; the prompt this engine builds is not the one the model was trained with";
       f.engines = {std::string(p.name)};
       out.push_back(std::move(f));

@@ -48,6 +48,14 @@ bool is_ascii(std::string_view s) {
     if (c >= 0x80) return false;
   return true;
 }
+// llama.cpp's upper/lower map ASCII letters only (recorded: micro upper_lower, 'straße'|upper
+// is "STRAßE").
+std::string ascii_case(std::string_view s, bool upper) {
+  std::string out(s);
+  for (char& c : out)
+    c = upper ? ((c >= 'a' && c <= 'z') ? char(c - 32) : c) : ((c >= 'A' && c <= 'Z') ? char(c + 32) : c);
+  return out;
+}
 std::string map_case(std::string_view s, bool upper) {
   std::string out;
   out.reserve(s.size());
@@ -418,8 +426,8 @@ Value Interp::call_method(const Value& self, const std::string& name, CallArgs& 
   }
   if (self.k == K::Str) {
     const std::string& s = self.s();
-    if (name == "upper") return str_val(map_case(s, true));
-    if (name == "lower" || name == "casefold") return str_val(map_case(s, false));
+    if (name == "upper") return str_val((options().runtime == Runtime::llama_cpp ? ascii_case(s, true) : map_case(s, true)));
+    if (name == "lower" || name == "casefold") return str_val((options().runtime == Runtime::llama_cpp ? ascii_case(s, false) : map_case(s, false)));
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
       Value chars = arg(a, 0, "chars", none);
       if (!chars.is_none() && chars.k != K::Str) fail("TypeError", name + " arg must be None or str");
@@ -429,6 +437,10 @@ Value Interp::call_method(const Value& self, const std::string& name, CallArgs& 
       Value sep = arg(a, 0, "sep", none);
       Value mx = arg(a, 1, "maxsplit", Value::integer(-1));
       if (mx.k != K::Int) fail("TypeError", "maxsplit must be an integer");
+      // llama.cpp splits on each single space when no separator is given (recorded: hft:SPLIT,
+      // hft:SPLIT_4, micro split_variants), so runs of spaces give empty strings.
+      if (sep.is_none() && options().runtime == Runtime::llama_cpp && mx.i < 0)
+        return str_list(split_sep(s, " ", -1, false));
       if (sep.is_none()) return str_list(split_ws(s, mx.i, name == "rsplit"));
       const std::string& sp = need_str(sep, "sep");
       if (sp.empty()) fail("ValueError", "empty separator");
@@ -592,14 +604,19 @@ Value Interp::call_method(const Value& self, const std::string& name, CallArgs& 
   }
   if (self.k == K::Dict) {
     auto& d = self.d();
+    // swift-jinja's Value(any:) sorts a dict's keys (template-dialects.md §1b row "dict .items()
+    // ...", #54), so items()/keys()/values() come in sorted key order, not insertion order.
+    auto entries = d.v;
+    if (options().runtime == Runtime::swift_jinja)
+      std::stable_sort(entries.begin(), entries.end(), [&](auto& x, auto& y) { return less(x.first, y.first); });
     if (name == "items") {
       std::vector<Value> out;
-      for (auto& [k, v] : d.v) out.push_back(Value::tuple({k, v}));
+      for (auto& [k, v] : entries) out.push_back(Value::tuple({k, v}));
       return Value::list(std::move(out));
     }
     if (name == "keys" || name == "values") {
       std::vector<Value> out;
-      for (auto& [k, v] : d.v) out.push_back(name == "keys" ? k : v);
+      for (auto& [k, v] : entries) out.push_back(name == "keys" ? k : v);
       return Value::list(std::move(out));
     }
     if (name == "get") {
@@ -825,13 +842,23 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, Frame* f) {
   auto soft_str = [&](const Value& x) -> Value {
     if (x.k == K::Str) return x;
     if (x.is_security()) undefined_error(x);
+    // llama.cpp's string/upper/lower spell a non-string as Python does, although printing
+    // differs (recorded: ljt120 none to string, ljt071 print array with mixed types, ljt076
+    // upper array, hft:FILTER_OPERATOR_13).
+    if (options().runtime == Runtime::llama_cpp) return Value::str(py_str(x));
     return Value::str(to_output(x));
   };
   if (id == F_tojson) {
-    Value ea = arg(a, 0, "ensure_ascii", f_false);
+    // swift-jinja: keys always sorted, compact {"a":1,"b":[1,2]}, ensure_ascii true by default
+    // (template-dialects.md §1b row "tojson", Filters.swift:1065-1105).
+    const bool swift = options().runtime == Runtime::swift_jinja;
+    Value ea = arg(a, 0, "ensure_ascii", swift ? Value::boolean(true) : f_false);
     Value indent = arg(a, 1, "indent", none);
     Value seps = arg(a, 2, "separators", none);
     Value sk = arg(a, 3, "sort_keys", f_false);
+    if (swift && (indent.is_none() || indent.is_undef()) && (seps.is_none() || seps.is_undef()))
+      seps = Value::tuple({Value::str(","), Value::str(":")});
+    if (swift) sk = Value::boolean(true);
     for (auto& [k, x] : a.kw)
       if (k != "ensure_ascii" && k != "indent" && k != "separators" && k != "sort_keys") fail("TypeError", "tojson() got an unexpected keyword argument '" + k + "'");
     return str_val(tojson(v, indent, truthy(ea), seps, truthy(sk)));
@@ -849,7 +876,7 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, Frame* f) {
   }
   if (id == F_string) return soft_str(v);
   if (id == F_list) return Value::list(iterate(v));
-  if (id == F_upper || id == F_lower) { Value s = soft_str(v); return str_val(map_case(s.s(), id == F_upper), s.markup); }
+  if (id == F_upper || id == F_lower) { Value s = soft_str(v); return str_val((options().runtime == Runtime::llama_cpp ? ascii_case(s.s(), id == F_upper) : map_case(s.s(), id == F_upper)), s.markup); }
   if (id == F_capitalize) { Value s = soft_str(v); return str_val(py_capitalize(s.s()), s.markup); }
   if (id == F_title) { Value s = soft_str(v); return str_val(jinja_title(s.s()), s.markup); }
   if (id == F_safe) {
@@ -863,6 +890,8 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, Frame* f) {
     Value dv = arg(a, 0, "default_value", empty_str);
     bool boolean = truthy(arg(a, 1, "boolean", f_false));
     if (v.k == K::Undef || (boolean && !truthy(v))) return dv;
+    // llama.cpp's default also replaces None (recorded: micro default_filter).
+    if (v.k == K::None && options().runtime == Runtime::llama_cpp) return dv;
     return v;
   }
   if (id == F_join) {
@@ -984,10 +1013,15 @@ Value Interp::apply_filter(int id, const Value& v, CallArgs& a, Frame* f) {
     bool reverse = false;
     if (id == F_sort) {
       reverse = truthy(arg(a, 0, "reverse", f_false));
-      cs = truthy(arg(a, 1, "case_sensitive", f_false));
+      // llama.cpp sorts strings case-sensitively by default (recorded: micro
+      // sort_case_insensitive, ['b', 'A', 'a', 'B']|sort gives ABab).
+      cs = truthy(arg(a, 1, "case_sensitive", Value::boolean(options().runtime == Runtime::llama_cpp)));
       attribute = arg(a, 2, "attribute", none);
     } else if (id == F_dictsort) {
       cs = truthy(arg(a, 0, "case_sensitive", f_false));
+      // llama.cpp compares keys case-sensitively whatever the argument (recorded:
+      // hft:FILTER_OPERATOR_DICTSORT_4, micro dictsort ordering 'B' before 'a').
+      if (options().runtime == Runtime::llama_cpp) cs = true;
       Value by = arg(a, 1, "by", Value::str("key"));
       reverse = truthy(arg(a, 2, "reverse", f_false));
       if (by.k != K::Str || (by.s() != "key" && by.s() != "value")) fail("FilterArgumentError", "You can only sort by either \"key\" or \"value\"");

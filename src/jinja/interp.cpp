@@ -277,7 +277,61 @@ std::string Interp::to_output(const Value& v) {
   switch (v.k) {
     case K::Str: return v.s();
     case K::Undef: return {};
-    default: return opts_.runtime == Runtime::hf_jinja ? hf_str(v) : py_str(v);
+    default:
+      switch (opts_.runtime) {
+        case Runtime::hf_jinja: return hf_str(v);
+        case Runtime::llama_cpp: return llama_str(v);
+        case Runtime::swift_jinja: return swift_str(v);
+        default: return py_str(v);
+      }
+  }
+}
+
+// How llama.cpp's common/jinja prints a value (recorded: micro print_none, print_list_mixed,
+// print_tuple, print_string_with_quote, print_split, print_dict, print_nested_unicode,
+// print_namespace, and_or_values, dict_get_default): None as nothing, a list or tuple as
+// its items printed one after another, a dict or namespace as nothing; True stays "True".
+std::string Interp::llama_str(const Value& v) {
+  switch (v.k) {
+    case K::Str: return v.s();
+    case K::None:
+    case K::Undef:
+    case K::Dict:
+    case K::NS: return {};
+    case K::List:
+    case K::Tuple: {
+      std::string s;
+      for (auto& x : v.items()) {
+        s += llama_str(x);
+        check_size(s.size());
+      }
+      return s;
+    }
+    default: return py_str(v);
+  }
+}
+
+// How swift-jinja prints a value (template-dialects.md §1b row "printing {{ true }}, {{ none }},
+// {{ {'a':'b'} }}", Value.swift:494-517): true/false, None as "", a dict as {'a': b} (quoted
+// keys, values printed as themselves). Lists have no row and keep Python's spelling.
+std::string Interp::swift_str(const Value& v) {
+  switch (v.k) {
+    case K::Str: return v.s();
+    case K::Bool: return v.b ? "true" : "false";
+    case K::None:
+    case K::Undef: return {};
+    case K::Dict: {
+      std::string s = "{";
+      bool first = true;
+      for (auto& [k, x] : v.d().v) {
+        if (!first) s += ", ";
+        first = false;
+        s += "'" + py_str(k) + "': " + swift_str(x);
+        check_size(s.size());
+      }
+      return s + "}";
+    }
+    default: return py_str(v);
   }
 }
 
@@ -675,6 +729,9 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
         int64_t q = x / y, m = x % y;
         // JavaScript's % keeps the dividend's sign (-7 % 3 is -1); // floors in both.
         if (code == '%' && opts_.runtime == Runtime::hf_jinja) return Value::integer(m);
+        // Swift's / and % truncate toward zero: -7 // 2 is -3, -7 % 3 is -1 (template-dialects.md
+        // §1b rows "//" and "% on ints", Value.swift:332-351).
+        if (opts_.runtime == Runtime::swift_jinja) return Value::integer(code == '%' ? m : q);
         if (m != 0 && ((m < 0) != (y < 0))) { --q; m += y; }
         return Value::integer(code == '%' ? m : q);
       }
@@ -699,7 +756,10 @@ Value Interp::binop(const std::string& op, const Value& a, const Value& b) {
   }
   if (code == '+') {
     if (a.k == K::Str && b.k == K::Str) {
-      if (a.markup || b.markup) {
+      // llama.cpp has no Markup strings: `'x'|safe + '<b>'` is plain concatenation (recorded:
+      // micro markup_safe_concat; probe llama.cpp/meetkai-functionary-medium-v3.1.jinja@tool_use,
+      // where Python's tojson output after a |safe string is HTML-escaped and llama.cpp's is not).
+      if ((a.markup || b.markup) && opts_.runtime != Runtime::llama_cpp) {
         std::string l = a.markup ? a.s() : html_escape(a.s());
         std::string rr = b.markup ? b.s() : html_escape(b.s());
         check_size(l.size() + rr.size());
@@ -1416,6 +1476,9 @@ Value Interp::eval_other(const Expr* e, Frame* f) {
         Value v = eval(k.get(), f);
         if (v.is_security()) undefined_error(v);
         if (v.k == K::Str) s += v.s();
+        // `~ none` adds nothing in llama.cpp (recorded: micro concat_tilde) and swift-jinja
+        // (template-dialects.md §1b row "~", Value.swift:248-259).
+        else if (v.k == K::None && (opts_.runtime == Runtime::llama_cpp || opts_.runtime == Runtime::swift_jinja)) {}
         else if (v.k != K::Undef) s += py_str(v);
         cur_pos_ = e->pos;
         check_size(s.size());
@@ -1509,6 +1572,8 @@ void Interp::output(const Expr* e, Frame* f) {
         total += v.s().size();
         check_size(total);
         emit(v.s());
+      } else if (v.k == K::None && (opts_.runtime == Runtime::llama_cpp || opts_.runtime == Runtime::swift_jinja)) {
+        check_size(total);  // `~ none` adds nothing there (see EK::Concat in eval)
       } else if (v.k != K::Undef) {
         std::string s = py_str(v);
         total += s.size();
@@ -1692,13 +1757,22 @@ Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, Frame* f, uint32
   }
   FrameRef frame(new Frame());
   frame->parent = FrameRef::retain(f);
+  // swift-jinja builds the loop object from the unfiltered list before testing the `if`
+  // (template-dialects.md §1b row "{% for x in xs if cond %}", Interpreter.swift:319-337), so
+  // loop.index/first/last/length count the items the filter drops.
+  std::vector<Value> unfiltered;
+  std::vector<bool> kept_at;
+  const bool swift_filter = st->test && opts_.runtime == Runtime::swift_jinja && st->uses_loop && !st->recursive;
   if (st->test) {
     std::vector<Value>& items = owned;
     std::vector<Value> kept;
     for (auto& it : items) {
       assign(st->target.get(), it, frame.get());
-      if (truthy(eval(st->test.get(), frame.get()))) kept.push_back(it);
+      const bool keep = truthy(eval(st->test.get(), frame.get()));
+      if (keep) kept.push_back(it);
+      if (swift_filter) kept_at.push_back(keep);
     }
+    if (swift_filter) unfiltered = items;
     items = std::move(kept);
   }
   const std::vector<Value>& items = *itp;
@@ -1718,7 +1792,7 @@ Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, Frame* f, uint32
   }
   auto* lo = track(new LoopObj());
   Value loopv = Value::owning(K::Loop, lo);
-  lo->items = const_cast<std::vector<Value>*>(&items);
+  lo->items = const_cast<std::vector<Value>*>(swift_filter ? &unfiltered : &items);
   lo->depth0 = depth0;
   if (st->recursive) {
     lo->stmt = st;
@@ -1733,10 +1807,12 @@ Interp::Flow Interp::run_loop(const Stmt* st, const Value& seq, Frame* f, uint32
       l->outer.reset();
     }
   } reset{lo};
-  for (size_t i = 0; i < items.size(); ++i) {
+  const std::vector<Value>& walked = swift_filter ? unfiltered : items;
+  for (size_t i = 0; i < walked.size(); ++i) {
+    if (swift_filter && !kept_at[i]) continue;
     lo->index0 = i;
     cur_pos_ = st->pos;
-    assign(st->target.get(), items[i], frame.get());
+    assign(st->target.get(), walked[i], frame.get());
     Flow fl = exec(st->body, frame.get());
     if (fl == Flow::Break) break;
   }

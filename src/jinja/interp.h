@@ -98,6 +98,8 @@ class Interp {
   bool contains(const Value& container, const Value& item);
   std::string to_output(const Value& v);
   std::string hf_str(const Value& v);  // printing under Runtime::hf_jinja
+  std::string llama_str(const Value& v);  // printing under Runtime::llama_cpp
+  std::string swift_str(const Value& v);  // printing under Runtime::swift_jinja
   const Options& options() const { return opts_; }
   void emit_value(const Value& v);
 

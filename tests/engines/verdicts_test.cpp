@@ -165,6 +165,37 @@ TEST(engines_cli, template_printing_a_boolean_renders_differently_for_transforme
   EXPECT_TRUE(with_code(py, "CT012").empty());
 }
 
+TEST(engines_cli, runtime_differences_of_llama_cpp_and_swiftlm_are_warnings) {
+  // A template printing a possibly-None value and a dict through tojson: llama.cpp prints None
+  // as "" (recorded micro print_none), swift-jinja sorts and compacts tojson (§1b row "tojson").
+  TempDir d;
+  fixture("qwen2", d.path() / "m", {});
+  const std::string dir = (d.path() / "m").string();
+  test::write_text(d.path() / "m" / "chat_template.jinja",
+             "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+             "cfg={{ {'z': 1, 'a': 2}|tojson }} sys={{ messages[0].get('name') }}"
+             "{% if add_generation_prompt %}[assistant]{% endif %}");
+  auto ll = json_out(run_ckpt({"verify", dir, "--format", "json", "--engine", "llama.cpp"}));
+  auto diff = with_code(ll, "CT012");
+  ASSERT_EQ(diff.size(), 1u) << ll.find("findings")->as_array().size();
+  EXPECT_EQ(*diff[0].get_string("severity"), "warning");
+  EXPECT_EQ(engines_of(diff[0]), std::vector<std::string>{"llama.cpp"});
+  std::string msg = *diff[0].get_string("message");
+  EXPECT_NE(msg.find("reference \"None"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("its runtime (common/jinja)"), std::string::npos) << msg;
+  auto sw = json_out(run_ckpt({"verify", dir, "--format", "json", "--engine", "swiftlm"}));
+  diff = with_code(sw, "CT012");
+  ASSERT_EQ(diff.size(), 1u);
+  EXPECT_EQ(*diff[0].get_string("severity"), "warning");
+  msg = *diff[0].get_string("message");
+  EXPECT_NE(msg.find("reference \"z\": 1, \"a\": 2}"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("engine \"a\":2,\"z\":1}"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sorts and compacts tojson"), std::string::npos) << msg;
+  for (const auto* v : {&ll, &sw})
+    for (const auto& f : v->find("findings")->as_array())
+      EXPECT_NE(*f.get_string("severity"), "error") << *f.get_string("code") << " " << *f.get_string("message");
+}
+
 TEST(engines_cli, stray_shard_breaks_glob_loaders_only) {
   TempDir d;
   fixture("qwen2", d.path() / "s", {"--defect", "stray-shard", "--shards", "2"});
