@@ -18,33 +18,12 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "fuzz_temp_dir.h"
 #include "inspect/dequant.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-void write_bytes(const fs::path& p, std::string_view bytes) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!f) std::abort();
-}
-
-fs::path g_dir;
-
-void remove_dir() {
-  std::error_code ec;
-  if (!g_dir.empty()) fs::remove_all(g_dir, ec);
-}
-
-const fs::path& model_dir() {
-  if (!g_dir.empty()) return g_dir;
-  std::string tmpl = (fs::temp_directory_path() / "ckpt-fuzz-dequant-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) std::abort();
-  g_dir = tmpl;
-  std::atexit(remove_dir);
-  return g_dir;
-}
 
 }  // namespace
 
@@ -53,10 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const size_t n = size_t(data[0]) | size_t(data[1]) << 8;
   if (n > size - 2) return 0;
-  const fs::path& dir = model_dir();
+  const fs::path& dir = fuzz::model_dir("dequant");
   const char* bytes = reinterpret_cast<const char*>(data);
-  write_bytes(dir / "config.json", std::string_view(bytes + 2, n));
-  write_bytes(dir / "model.safetensors", std::string_view(bytes + 2 + n, size - 2 - n));
+  fuzz::write_bytes(dir / "config.json", std::string_view(bytes + 2, n));
+  fuzz::write_bytes(dir / "model.safetensors", std::string_view(bytes + 2 + n, size - 2 - n));
 
   LoadOptions opts;
   opts.threads = 1;

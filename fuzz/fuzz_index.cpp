@@ -16,16 +16,13 @@
 
 #include "checks/family.h"
 #include "ckpt/checkpoint.h"
+#include "fuzz_temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-void write_bytes(const fs::path& p, std::string_view bytes) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!f) std::abort();
-}
+using fuzz::write_bytes;
 
 // A safetensors file: 8-byte little-endian header length, the JSON header, then `data` bytes.
 std::string safetensors(std::string_view header, size_t data) {
@@ -39,17 +36,9 @@ std::string safetensors(std::string_view header, size_t data) {
 
 fs::path g_dir;
 
-void remove_dir() {
-  std::error_code ec;
-  if (!g_dir.empty()) fs::remove_all(g_dir, ec);
-}
-
 const fs::path& model_dir() {
   if (!g_dir.empty()) return g_dir;
-  std::string tmpl = (fs::temp_directory_path() / "ckpt-fuzz-index-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) std::abort();
-  g_dir = tmpl;
-  std::atexit(remove_dir);
+  g_dir = fuzz::model_dir("index");
   write_bytes(g_dir / "model-00001-of-00002.safetensors",
               safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                           R"("b":{"dtype":"BF16","shape":[2,2],"data_offsets":[8,16]}})",

@@ -19,26 +19,13 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/tokenizer.h"
+#include "fuzz_temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path g_dir;
-
-void remove_dir() {
-  std::error_code ec;
-  if (!g_dir.empty()) fs::remove_all(g_dir, ec);
-}
-
-const fs::path& model_dir() {
-  if (!g_dir.empty()) return g_dir;
-  std::string tmpl = (fs::temp_directory_path() / "ckpt-fuzz-tokenizer-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) std::abort();
-  g_dir = tmpl;
-  std::atexit(remove_dir);
-  return g_dir;
-}
+const fs::path& model_dir() { return fuzz::model_dir("tokenizer"); }
 
 void put(const fs::path& p, std::string_view bytes) {
   std::error_code ec;

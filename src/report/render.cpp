@@ -175,8 +175,8 @@ static void report_header(std::string& out, const Report& r) {
   field(out, "target", r.target, false);
 }
 
-std::string render_json(const Report& r) {
-  std::string out = "{";
+// header, "findings":[...], "summary":{...} — the members every report object has.
+static void report_members(std::string& out, const Report& r) {
   report_header(out, r);
   out += ",\"findings\":[";
   bool first = true;
@@ -188,6 +188,11 @@ std::string render_json(const Report& r) {
   }
   out += "],\"summary\":";
   summary_object(out, r.summary);
+}
+
+std::string render_json(const Report& r) {
+  std::string out = "{";
+  report_members(out, r);
   out += "}\n";
   return out;
 }
@@ -196,17 +201,7 @@ std::string render_json(const Report& r) {
 // report's members, preceded by "record":"target" and followed by the resolved root.
 std::string render_target_record(const Report& r) {
   std::string out = "{\"record\":\"target\",";
-  report_header(out, r);
-  out += ",\"findings\":[";
-  bool first = true;
-  for (const auto& f : r.findings) {
-    out += first ? "{" : ",{";
-    first = false;
-    finding_members(out, f);
-    out += '}';
-  }
-  out += "],\"summary\":";
-  summary_object(out, r.summary);
+  report_members(out, r);
   out += ',';
   field(out, "root", r.root);
   out += '}';
