@@ -203,6 +203,13 @@ std::vector<ExpectedTensor> expected_tensors(const Hparams& hp) {
     }
     const uint64_t Fx = a == "llama" ? F : hp.Fe;
     add(b + "ffn_gate_inp.weight", {E, hp.X});
+    // deepseek2 and glm4moe: hp.S shared experts, fused into one FFN of S x the expert width.
+    auto add_shared_experts = [&](const std::string& blk_prefix) {
+      if (hp.S == 0) return;
+      add(blk_prefix + "ffn_gate_shexp.weight", {E, Fx * hp.S});
+      add(blk_prefix + "ffn_up_shexp.weight", {E, Fx * hp.S});
+      add(blk_prefix + "ffn_down_shexp.weight", {Fx * hp.S, E});
+    };
     if (a == "deepseek2") {
       add(b + "exp_probs_b.bias", {hp.X}, opt);
       const std::string g = b + "gate_up";
@@ -210,11 +217,7 @@ std::vector<ExpectedTensor> expected_tensors(const Hparams& hp) {
       add(b + "ffn_up_exps.weight", {E, Fx, hp.X}, Need::required, g, 0);
       add(b + "ffn_gate_up_exps.weight", {E, 2 * Fx, hp.X}, Need::required, g, 1);
       add(b + "ffn_down_exps.weight", {Fx, E, hp.X});
-      if (hp.S > 0) {
-        add(b + "ffn_gate_shexp.weight", {E, Fx * hp.S});
-        add(b + "ffn_up_shexp.weight", {E, Fx * hp.S});
-        add(b + "ffn_down_shexp.weight", {Fx * hp.S, E});
-      }
+      add_shared_experts(b);
       continue;
     }
     if (a == "glm4moe") {
@@ -222,11 +225,7 @@ std::vector<ExpectedTensor> expected_tensors(const Hparams& hp) {
       add(b + "ffn_gate_exps.weight", {E, Fx, hp.X});
       add(b + "ffn_up_exps.weight", {E, Fx, hp.X});
       add(b + "ffn_down_exps.weight", {Fx, E, hp.X});
-      if (hp.S > 0) {
-        add(b + "ffn_gate_shexp.weight", {E, Fx * hp.S});
-        add(b + "ffn_up_shexp.weight", {E, Fx * hp.S});
-        add(b + "ffn_down_shexp.weight", {Fx * hp.S, E});
-      }
+      add_shared_experts(b);
       continue;
     }
     add(b + "ffn_gate_exps.weight", {E, Fx, hp.X}, a == "llama" ? opt : Need::required);
