@@ -11,6 +11,7 @@
 #include <set>
 
 #include "checks/family.h"
+#include "checks/util.h"
 #include "hub/hash.h"
 #include "io/file.h"
 
@@ -107,20 +108,6 @@ std::string hex_of(const OllamaLayer& l) {
   return hex;
 }
 
-std::string bytes_text(uint64_t n) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  if (u == 0) return std::to_string(n) + " bytes";
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f %s (%llu bytes)", v, units[u], static_cast<unsigned long long>(n));
-  return buf;
-}
-
 void check_blob_dir(const Checkpoint& ck, const BlobDir& d, FindingSink& out) {
   if (!d.listed) return;
   std::set<std::string> referenced;
@@ -139,7 +126,7 @@ void check_blob_dir(const Checkpoint& ck, const BlobDir& d, FindingSink& out) {
     }
   if (stray)
     out.add("GG057", Severity::info,
-            std::to_string(stray) + " interrupted download(s) in blobs/ that no verified layer names (" + bytes_text(stray_bytes) + ")",
+            std::to_string(stray) + " interrupted download(s) in blobs/ that no verified layer names (" + bytes_str(stray_bytes) + ")",
             example, "", "an `ollama pull` that stopped (the -partial file is pre-sized to the full blob); pulling that model again resumes it, and `ollama serve` deletes stale partials at start-up unless OLLAMA_NOPRUNE is set");
   // Orphans: only when every manifest on disk was loaded (the target is the models directory).
   if (ck.ollama->manifests.size() != manifests_on_disk(ck.root)) return;
@@ -153,7 +140,7 @@ void check_blob_dir(const Checkpoint& ck, const BlobDir& d, FindingSink& out) {
     }
   if (orphans)
     out.add("GG058", Severity::info,
-            std::to_string(orphans) + " blob(s) no manifest references, " + bytes_text(orphan_bytes) + " in all", first, "",
+            std::to_string(orphans) + " blob(s) no manifest references, " + bytes_str(orphan_bytes) + " in all", first, "",
             "disk space no model uses; `ollama serve` deletes unreferenced blobs older than an hour at start-up unless OLLAMA_NOPRUNE is set or a manifest is corrupt");
 }
 
@@ -181,7 +168,7 @@ void run(const Checkpoint& ck, const VerifyOptions& opts, FindingSink& out) {
           out.add("GG056", Severity::error,
                   m.name + ": " + what + " is only partially downloaded (" +
                       (p->second.data ? std::string("a -partial data file") : std::string("no -partial data file")) + " and " +
-                      std::to_string(p->second.parts) + " part file(s), " + bytes_text(p->second.bytes) + " in all" +
+                      std::to_string(p->second.parts) + " part file(s), " + bytes_str(p->second.bytes) + " in all" +
                       (l.size >= 0 ? "; the manifest says " + std::to_string(l.size) : std::string()) + "): an unfinished pull",
                   l.blob + "-partial", "", "`ollama pull " + m.name + "` resumes the download; the model cannot load until it completes");
           continue;

@@ -216,11 +216,26 @@ static void batch_members(std::string& out, const BatchSummary& b) {
   out += ",\"listed\":" + std::to_string(b.listed) + '}';
 }
 
-std::string render_batch_summary_record(const BatchSummary& b) {
-  std::string out = "{\"record\":\"summary\",";
+// A batch's closing object: the record tag (jsonl) or, after the versions, the empty findings
+// and every target record (json); then the totals and the batch counts.
+static std::string batch_object(const BatchSummary& b, std::string_view record, const std::vector<std::string>* targets) {
+  std::string out = "{";
+  if (!record.empty()) {
+    out += "\"record\":\"";
+    out += record;
+    out += "\",";
+  }
   Report r;
   r.target = b.label;
   report_header(out, r);
+  if (targets) {
+    out += ",\"findings\":[],\"targets\":[";
+    for (size_t i = 0; i < targets->size(); ++i) {
+      if (i) out += ',';
+      out += (*targets)[i];
+    }
+    out += ']';
+  }
   out += ",\"summary\":";
   summary_object(out, b.totals);
   out += ',';
@@ -229,22 +244,10 @@ std::string render_batch_summary_record(const BatchSummary& b) {
   return out;
 }
 
+std::string render_batch_summary_record(const BatchSummary& b) { return batch_object(b, "summary", nullptr); }
+
 std::string render_batch_json(const std::vector<std::string>& target_records, const BatchSummary& b) {
-  std::string out = "{";
-  Report r;
-  r.target = b.label;
-  report_header(out, r);
-  out += ",\"findings\":[],\"targets\":[";
-  for (size_t i = 0; i < target_records.size(); ++i) {
-    if (i) out += ',';
-    out += target_records[i];
-  }
-  out += "],\"summary\":";
-  summary_object(out, b.totals);
-  out += ',';
-  batch_members(out, b);
-  out += "}\n";
-  return out;
+  return batch_object(b, "", &target_records);
 }
 
 std::string render_jsonl(const Report& r) {

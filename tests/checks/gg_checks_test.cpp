@@ -111,11 +111,9 @@ TEST(gg_checks, truncated_data_names_the_tensor_and_the_missing_bytes) {
   EXPECT_TRUE(contains(f->message, "but the file ends at")) << f->message;
 }
 
-// A hand-built file: the same fixture metadata with one change applied.
-std::string tiny_llama(const std::function<void(std::vector<std::pair<std::string, WriteValue>>&, std::vector<gguf::WriteTensor>&)>& edit) {
-  TempDir tmp;
-  auto r = make(tmp.path(), "llama");
-  const auto f = gguf::read_file(tmp.path() / r.files[0]);
+// A GGUF file read back as writer inputs, `edit` applied, and written again.
+std::string rewritten(const fs::path& file, const std::function<void(std::vector<std::pair<std::string, WriteValue>>&, std::vector<gguf::WriteTensor>&)>& edit, std::string* err) {
+  const auto f = gguf::read_file(file);
   std::vector<std::pair<std::string, WriteValue>> kvs;
   for (const auto& kv : f.kvs) {
     WriteValue v;
@@ -135,8 +133,15 @@ std::string tiny_llama(const std::function<void(std::vector<std::pair<std::strin
     ts.push_back({std::string(t.name), t.type, ne, {}});
   }
   edit(kvs, ts);
+  return gguf::build(kvs, ts, {}, err);
+}
+
+// A hand-built file: the same fixture metadata with one change applied.
+std::string tiny_llama(const std::function<void(std::vector<std::pair<std::string, WriteValue>>&, std::vector<gguf::WriteTensor>&)>& edit) {
+  TempDir tmp;
+  auto r = make(tmp.path(), "llama");
   std::string err;
-  return gguf::build(kvs, ts, {}, &err);
+  return rewritten(tmp.path() / r.files[0], edit, &err);
 }
 
 void set(std::vector<std::pair<std::string, WriteValue>>& kvs, const std::string& key, WriteValue v) {
@@ -165,28 +170,8 @@ std::string rebuilt(const std::string& arch, const Edit& edit) {
   o.hidden = 256;
   auto r = fixture::make_gguf_fixture(o);
   EXPECT_EQ(r.error, "");
-  const auto f = gguf::read_file(tmp.path() / r.files[0]);
-  std::vector<std::pair<std::string, WriteValue>> kvs;
-  for (const auto& kv : f.kvs) {
-    WriteValue v;
-    v.type = kv.value.type;
-    v.elem = kv.value.elem;
-    v.bits = kv.value.bits;
-    v.str = std::string(kv.value.str);
-    for (auto s : kv.value.strings) v.strings.push_back(std::string(s));
-    v.raw = std::string(kv.value.raw);
-    v.count = kv.value.count;
-    kvs.emplace_back(std::string(kv.key), std::move(v));
-  }
-  std::vector<gguf::WriteTensor> ts;
-  for (const auto& t : f.tensors) {
-    std::vector<uint64_t> ne;
-    for (uint32_t i = 0; i < t.n_dims; ++i) ne.push_back(static_cast<uint64_t>(t.ne[i]));
-    ts.push_back({std::string(t.name), t.type, ne, {}});
-  }
-  edit(kvs, ts);
   std::string err;
-  auto bytes = gguf::build(kvs, ts, {}, &err);
+  auto bytes = rewritten(tmp.path() / r.files[0], edit, &err);
   EXPECT_EQ(err, "");
   return bytes;
 }
