@@ -160,6 +160,13 @@ struct QuantScheme {
   std::shared_ptr<const Compiled> compiled;
   void compile();
 
+  // Whether no name rule above (override keys, targets, ignore/exclusion lists, dynamic
+  // patterns, modules_in_block, extra_config keys, block names) holds an ASCII digit. Then no
+  // rule can tell one digit from another (a regex without digit literals treats every digit
+  // alike), so two modules whose names differ only in their digits resolve alike, except for
+  // messages that quote the name. A new name-rule field must be added to this test.
+  bool name_rules_digit_free() const;
+
   // The loader's predicate for one module. `module` is the checkpoint path without the
   // ".weight" suffix; `in_features` lets MLX skip non-divisible layers; `evidence` is what
   // the checkpoint says (MLX quantizes exactly the modules that ship "<path>.scales").

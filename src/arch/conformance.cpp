@@ -70,9 +70,10 @@ constexpr std::string_view kActivationSuffixes[] = {".input_scale", ".input_zero
                                                     ".k_scale", ".v_scale"};
 
 std::optional<std::string_view> companion_module(std::string_view name) {
-  if (ends_with(name, ".weight")) return std::nullopt;  // the common case: no suffix ends so
+  if (name.empty() || ends_with(name, ".weight")) return std::nullopt;  // the common case: no suffix ends so
+  const char last = name.back();  // a suffix of another last character cannot match: skip its compare
   for (auto s : kCompanionSuffixes)
-    if (ends_with(name, s)) return name.substr(0, name.size() - s.size());
+    if (s.back() == last && ends_with(name, s)) return name.substr(0, name.size() - s.size());
   return std::nullopt;
 }
 
@@ -285,6 +286,12 @@ struct Engine {
 
   // The fusion a module is a shard of: (kind, prefix shared by its sibling shards).
   static std::optional<std::pair<int, std::string_view>> fused_key(std::string_view module) {
+    // Every suffix below ends in one of these last segments: most modules (o_proj, down_proj,
+    // experts) are turned away by one compare.
+    const size_t dot = module.rfind('.');
+    const std::string_view last = dot == std::string_view::npos ? module : module.substr(dot + 1);
+    if (last != "q_proj" && last != "k_proj" && last != "v_proj" && last != "gate_proj" && last != "up_proj")
+      return std::nullopt;
     for (auto [suf, kind] : {std::pair{"self_attn.q_proj", 0}, std::pair{"self_attn.k_proj", 0},
                              std::pair{"self_attn.v_proj", 0}, std::pair{"mlp.gate_proj", 1},
                              std::pair{"mlp.up_proj", 1}, std::pair{"gate_proj", 1}, std::pair{"up_proj", 1}}) {
@@ -432,11 +439,55 @@ struct Engine {
          cause != caused_by.end() ? cause->second : x.mtp ? "MTP layer (loaders drop it, vLLM's MTP head reads it)" : "");
   }
 
+  // quant::quantized_tensors for one module, from a table of its results per geometry and
+  // scheme (names there are the suffixes alone: the function's names are module + suffix and
+  // nothing else depends on the module). The result lives in `parts_buf` until the next call.
+  std::unordered_map<std::string, std::vector<ExpectedTensor>> parts_by_geometry;
+  std::vector<ExpectedTensor> parts_buf;
+  std::string parts_key;
+  const std::vector<ExpectedTensor>& module_parts(std::string_view module, std::span<const uint64_t> lead, uint64_t O,
+                                                  uint64_t I, const ModuleQuant& mq) {
+    parts_key.clear();
+    auto put = [&](uint64_t v) { parts_key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(lead.size());
+    for (uint64_t d : lead) put(d);
+    put(O);
+    put(I);
+    put(static_cast<uint64_t>(mq.format));
+    put(static_cast<uint64_t>(static_cast<uint32_t>(mq.bits)));
+    put(static_cast<uint64_t>(static_cast<uint32_t>(mq.group_size)));
+    put((mq.symmetric ? 1u : 0u) | (mq.g_idx ? 2u : 0u) | (mq.quantized ? 4u : 0u));
+    put(static_cast<uint64_t>(static_cast<uint32_t>(mq.block_rows)));
+    put(static_cast<uint64_t>(static_cast<uint32_t>(mq.block_cols)));
+    parts_key.append(mq.strategy);
+    auto it = parts_by_geometry.find(parts_key);
+    if (it == parts_by_geometry.end())
+      it = parts_by_geometry.emplace(parts_key, quant::quantized_tensors("", lead, O, I, mq)).first;
+    const std::vector<ExpectedTensor>& tmpl = it->second;
+    parts_buf.resize(tmpl.size());
+    for (size_t k = 0; k < tmpl.size(); ++k) {
+      const ExpectedTensor& t = tmpl[k];
+      ExpectedTensor& o = parts_buf[k];
+      o.name.assign(module).append(t.name);  // reuses the buffer's capacity
+      o.shape = t.shape;
+      o.dtype = t.dtype;
+      o.kind = t.kind;
+      o.presence = t.presence;
+      o.group = t.group;
+      o.layer = t.layer;
+      o.expert = t.expert;
+      o.mtp = t.mtp;
+      o.tower = t.tower;
+      o.why = t.why;
+    }
+    return parts_buf;
+  }
+
   // Quantized module: check packed geometry and companions.
   void check_quantized(const ExpectedTensor& x, const ModuleQuant& mq) {
     auto [O, I] = x.out_in();
     const std::span<const uint64_t> lead(x.shape.data(), x.shape.size() - 2);
-    auto parts = quant::quantized_tensors(x.module(), lead, O, I, mq);
+    const std::vector<ExpectedTensor>& parts = module_parts(x.module(), lead, O, I, mq);
     const std::string_view mod = x.module();
     const ActualTensor* main_actual = nullptr;
     bool any_present = false;
@@ -612,6 +663,69 @@ struct Engine {
            (q.group_size > 0 ? " group " + std::to_string(q.group_size) : std::string());
   }
 
+  // The scheme's resolution of a module, remembered per name pattern: a deep MoE checkpoint
+  // asks for ~50k modules that follow a few dozen patterns (layer and expert indices aside).
+  // The pattern is the name with every all-digit path segment's digits replaced (same
+  // length). When no name rule of the scheme holds a digit, no rule (regex or plain) and none
+  // of the loaders' built-in name tests tells one digit from another, so every name of a
+  // pattern resolves alike except where a message quotes the name. That is ruled out per
+  // pattern by resolving it with all those digits '0' and again with all '1': the pattern is
+  // remembered only when the two agree in every field; otherwise each module is resolved on
+  // its own.
+  std::optional<bool> memo_allowed;
+  std::unordered_map<std::string, std::optional<quant::Resolution>> resolution_memo;  // nullopt: per module
+  std::string memo_key, memo_probe;
+  std::vector<std::pair<size_t, size_t>> index_digits;  // [begin, end) of each all-digit segment
+  quant::Resolution unmemoized;
+  static bool same_quant(const ModuleQuant& a, const ModuleQuant& b) {
+    return a.quantized == b.quantized && a.format == b.format && a.bits == b.bits && a.group_size == b.group_size &&
+           a.symmetric == b.symmetric && a.g_idx == b.g_idx && a.block_rows == b.block_rows &&
+           a.block_cols == b.block_cols && a.strategy == b.strategy && a.reason == b.reason;
+  }
+  static bool same_resolution(const quant::Resolution& a, const quant::Resolution& b) {
+    return same_quant(a.quant, b.quant) && a.loaders == b.loaders && a.other_loaders == b.other_loaders &&
+           a.other.has_value() == b.other.has_value() && (!a.other || same_quant(*a.other, *b.other));
+  }
+  const quant::Resolution& resolve_module(std::string_view module, ModuleKind kind, uint64_t I, quant::Evidence ev) {
+    if (!memo_allowed) memo_allowed = scheme->name_rules_digit_free();
+    if (!*memo_allowed) return unmemoized = scheme->resolve(module, kind, I, ev);
+    memo_key.assign(module);
+    index_digits.clear();
+    bool any_index = false;
+    for (size_t b = 0; b < memo_key.size();) {
+      size_t e = memo_key.find('.', b);
+      if (e == std::string::npos) e = memo_key.size();
+      bool digits = e > b;
+      for (size_t k = b; k < e && digits; ++k) digits = memo_key[k] >= '0' && memo_key[k] <= '9';
+      if (digits) {
+        std::fill(memo_key.begin() + static_cast<std::ptrdiff_t>(b), memo_key.begin() + static_cast<std::ptrdiff_t>(e), '0');
+        any_index = true;
+        index_digits.emplace_back(b, e);
+      }
+      b = e + 1;
+    }
+    if (!any_index) return unmemoized = scheme->resolve(module, kind, I, ev);
+    const size_t name_len = memo_key.size();
+    memo_key.push_back('\0');
+    memo_key.push_back(static_cast<char>(kind));
+    memo_key.push_back(static_cast<char>(ev));
+    memo_key.append(reinterpret_cast<const char*>(&I), sizeof I);
+    auto it = resolution_memo.find(memo_key);
+    if (it == resolution_memo.end()) {
+      const std::string_view zeros(memo_key.data(), name_len);
+      quant::Resolution r0 = scheme->resolve(zeros, kind, I, ev);
+      memo_probe.assign(zeros);
+      for (auto [b, e] : index_digits)
+        std::fill(memo_probe.begin() + static_cast<std::ptrdiff_t>(b), memo_probe.begin() + static_cast<std::ptrdiff_t>(e), '1');
+      quant::Resolution r1 = scheme->resolve(memo_probe, kind, I, ev);
+      std::optional<quant::Resolution> keep;
+      if (same_resolution(r0, r1)) keep = std::move(r0);
+      it = resolution_memo.emplace(memo_key, std::move(keep)).first;
+    }
+    if (it->second) return *it->second;
+    return unmemoized = scheme->resolve(module, kind, I, ev);
+  }
+
   // A weight-like tensor (Linear / Embedding / ScaledLinear). When the loaders resolve the
   // module differently (quant::Resolution::other), both resolutions are checked against the
   // files; the one the files follow is reported, with a QZ011 warning naming both.
@@ -623,8 +737,8 @@ struct Engine {
     }
     const bool has_comp = companions.contains(module) > 0;
     auto [O, I] = x.out_in();
-    quant::Resolution r =
-        scheme->resolve(module, x.kind, I, has_comp ? quant::Evidence::HasScales : quant::Evidence::NoScales);
+    const quant::Resolution& r =
+        resolve_module(module, x.kind, I, has_comp ? quant::Evidence::HasScales : quant::Evidence::NoScales);
     if (!r.other) {
       check_module_as(x, r.quant);
       return;
@@ -899,9 +1013,10 @@ struct Engine {
     companions.reset(in.tensors.size());
     for (const auto& t : in.tensors) {
       if (auto m = companion_module(t.name)) companions.insert(*m, hash_name(*m));
-      if (!ends_with(t.name, ".weight"))
+      if (!t.name.empty() && !ends_with(t.name, ".weight"))
         for (size_t k = 0; k < std::size(kActivationSuffixes); ++k)
-          if (ends_with(t.name, kActivationSuffixes[k])) activation_suffix_stored[k] = true;
+          if (kActivationSuffixes[k].back() == t.name.back() && ends_with(t.name, kActivationSuffixes[k]))
+            activation_suffix_stored[k] = true;
       if (!any_expert_layout && (ends_with(t.name, ".experts.gate_up_proj") ||
                                  t.name.find(".switch_mlp.") != std::string_view::npos))
         any_expert_layout = true;

@@ -593,6 +593,20 @@ ModuleQuant QuantScheme::for_module(std::string_view module, ModuleKind kind, ui
   return resolve_impl(module, kind, in_features, evidence, false).quant;
 }
 
+bool QuantScheme::name_rules_digit_free() const {
+  auto digit_free = [](std::string_view s) {
+    return std::none_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  auto all_free = [&](const std::vector<std::string>& v) { return std::all_of(v.begin(), v.end(), digit_free); };
+  auto keys_free = [&](const auto& pairs) {
+    return std::all_of(pairs.begin(), pairs.end(), [&](const auto& kv) { return digit_free(kv.first); });
+  };
+  for (const auto& g : groups)
+    if (!all_free(g.targets)) return false;
+  return keys_free(mlx_overrides) && all_free(ignore) && keys_free(dynamic) && all_free(modules_in_block) &&
+         keys_free(extra_config) && all_free(block_names) && all_free(not_convert);
+}
+
 Resolution QuantScheme::resolve(std::string_view module, ModuleKind kind, uint64_t in_features,
                                 Evidence evidence) const {
   return resolve_impl(module, kind, in_features, evidence, true);
