@@ -134,6 +134,7 @@ struct Engine {
   FindingSink& sink;
 
   ConfigView view;
+  std::optional<int64_t> expert_dim;  // view.dim("E"), asked twice per quantized module
   std::optional<quant::QuantScheme> scheme;
   // Tensor names -> index into in.tensors (the first of duplicates).
   std::vector<uint32_t> tensor_of;  // by ViewIds id
@@ -563,7 +564,7 @@ struct Engine {
           (s.empty() || (s.size() == 1 && s[0] == 1)))
         shape_ok = true;  // scalar vs [1]
       if (!shape_ok && !lead.empty() && s.size() == p.shape.size() && s[0] != p.shape[0] &&
-          p.shape[0] == static_cast<uint64_t>(view.dim_or("E", -1)) &&
+          p.shape[0] == static_cast<uint64_t>(expert_dim.value_or(-1)) &&
           std::equal(s.begin() + 1, s.end(), p.shape.begin() + 1)) {
         // Stacked quantized experts whose packed rows are right but whose count is not: the
         // expert count is the cause, not the packing (reported once per module).
@@ -576,7 +577,7 @@ struct Engine {
                std::string(a->file), p.name, "the expert count in config.json disagrees with the stored experts");
         continue;
       }
-      const int64_t E = view.dim_or("E", 0);
+      const int64_t E = expert_dim.value_or(0);
       if (!shape_ok && lead.empty() && E > 1 && O == static_cast<uint64_t>(E) && s.size() == p.shape.size() &&
           !s.empty() && s[0] != p.shape[0] && p.shape[0] == O && std::equal(s.begin() + 1, s.end(), p.shape.begin() + 1)) {
         // A quantized router whose rows disagree with the expert count: the count is the cause.
@@ -1023,6 +1024,7 @@ struct Engine {
     }
 
     view = resolve_config(cfg, [&](std::string_view n) { return by_name.contains(n); });
+    expert_dim = view.dim("E");
     if (fam & kCF) config_findings();
     if (!(fam & (kAR | kQZ))) return;
     scheme = quant::parse_scheme(cfg);
