@@ -3,7 +3,8 @@
 // costs a few MB of disk. Used by bench/verify_bench.py.
 //
 //   make_standin deepseek-v3 OUT_DIR [--defect truncate|stray|duplicate]
-//   make_standin from-index INDEX_JSON OUT_DIR [--defect ...]
+//   make_standin from-index INDEX_JSON OUT_DIR [--config CONFIG_JSON] [--defect ...]
+//                                        (with --config: the registry's shapes for that config)
 //   make_standin moe TENSORS OUT_DIR     a Qwen3-MoE-style FP8 checkpoint of about TENSORS
 //                                        tensors (256 per-expert experts per layer; layers
 //                                        added until the count is reached), with config.json
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/arch.h"
 #include "ckpt/json.h"
 #include "ckpt/safetensors.h"
 
@@ -171,7 +173,7 @@ static std::string write_index(const fs::path& out, const std::vector<std::pair<
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: make_standin deepseek-v3 OUT_DIR [--defect D] | from-index INDEX OUT_DIR [--defect D] | "
+    std::fprintf(stderr, "usage: make_standin deepseek-v3 OUT_DIR [--defect D] | from-index INDEX OUT_DIR [--config C] [--defect D] | "
                          "moe TENSORS OUT_DIR [--defect D]\n");
     return 2;
   }
@@ -204,8 +206,26 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "make_standin: %s has no weight_map\n", argv[2]);
       return 2;
     }
+    // With --config, each name the registry plans for that config gets the planned shape and
+    // dtype (a clean checkpoint of that model, as a download is); other names are guessed.
+    std::map<std::string, Planned, std::less<>> planned;
+    for (int i = 4; i + 1 < argc; ++i)
+      if (!std::strcmp(argv[i], "--config")) {
+        std::ifstream cf(argv[i + 1]);
+        std::stringstream cs;
+        cs << cf.rdbuf();
+        auto cfg = ckpt::json::parse(cs.str());
+        if (!cfg.ok()) {
+          std::fprintf(stderr, "make_standin: %s is not JSON\n", argv[i + 1]);
+          return 2;
+        }
+        auto view = ckpt::arch::resolve_config(cfg.value, [&](std::string_view n) { return wm->find(n) != nullptr; });
+        for (const auto& x : ckpt::arch::expected_tensors(view))
+          planned[x.name] = {x.name, ckpt::arch::resolve_dtype(x.dtype, view.model_dtype), x.shape};
+      }
     for (const auto& [name, file] : wm->as_object()) {
-      tensors.push_back(guess(name));
+      auto it = planned.find(name);
+      tensors.push_back(it != planned.end() ? it->second : guess(name));
       shard_of.push_back(file.as_string());
     }
   } else if (mode == "moe" && argc >= 4) {

@@ -49,6 +49,10 @@ def special_tokens(tok_cfg, template):
     # Literal special tokens the template emits (<|im_start|>, <｜User｜>, ...).
     for m in re.finditer(r"<[|｜][^<>\s'\"]{1,40}?[|｜]>", template or ""):
         add(m.group(0))
+    # Tag tokens the template emits as written (<think>, </tool_call>, ...): the real tokenizers
+    # of the families that use them (Qwen3, Qwen3.5, DeepSeek-R1) carry each as an added token.
+    for m in re.finditer(r"</?[a-z_]{3,20}>", template or ""):
+        add(m.group(0))
     return names
 
 

@@ -73,7 +73,8 @@ def main():
     cases = []
     reap = os.path.join(CORPUS, "Qwen3.5-25B-REAP-A3B-Coding", "model.safetensors.index.json")
     if os.path.exists(reap):
-        cases.append(("moe-22k", ["from-index", reap]))
+        # The registry's shapes for the real config: a clean checkpoint, as the real one is.
+        cases.append(("moe-22k", ["from-index", reap, "--config", os.path.join(os.path.dirname(reap), "config.json")]))
     else:
         print("note: ../shared/corpus not found; the 22k MoE case is skipped")
     if os.path.isdir(os.path.join(CORPUS, "DeepSeek-V3-config")):

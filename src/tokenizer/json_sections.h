@@ -76,6 +76,9 @@ bool scan_merges(detail::Cursor& c, S&& on_string, P&& on_pair);
 // For tests: read every tokenizer.json with the DOM alone (the reference the fast path is
 // compared with), and whether the calling thread's last check_tokenizer read the sections.
 void set_dom_reader_only(bool on);
+// For tests: merges sections of at least this many bytes are checked on a second thread while
+// they are read (default 256 KiB; 0: always, SIZE_MAX: never).
+void set_merge_pipeline_min_bytes(size_t bytes);
 bool last_read_used_sections();
 
 // ---- implementation -----------------------------------------------------------------------

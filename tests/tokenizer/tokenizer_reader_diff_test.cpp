@@ -2,6 +2,7 @@
 // model.merges read by the strict scanners, the rest by the DOM) must report exactly what the
 // DOM-only reader reports, on generated files and on thousands of mutations of them, valid or
 // not. Also checks that the fast path is really taken on the plain files it is meant for.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,10 +59,18 @@ std::string text(const std::vector<Finding>& fs) {
 }
 
 // Both readers on one file: identical findings. Returns whether the fast path read it.
+// The fast path runs twice: with the merges checked on a second thread while they are read
+// (forced for every size) and on the reading thread alone.
 bool same(const std::string& t, const std::string& what) {
+  tok::set_merge_pipeline_min_bytes(0);
+  Outcome piped = run(t, false);
+  tok::set_merge_pipeline_min_bytes(SIZE_MAX);
   Outcome fast = run(t, false), dom = run(t, true);
+  tok::set_merge_pipeline_min_bytes(256u << 10);
   EXPECT_FALSE(dom.sections);
   EXPECT_EQ(text(fast.findings), text(dom.findings)) << what << "\n" << t.substr(0, 300);
+  EXPECT_EQ(text(piped.findings), text(fast.findings)) << what << " (merges checked on a second thread)";
+  EXPECT_EQ(piped.sections, fast.sections);
   return fast.sections;
 }
 
