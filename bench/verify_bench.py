@@ -74,27 +74,27 @@ def main():
     reap = os.path.join(CORPUS, "Qwen3.5-25B-REAP-A3B-Coding", "model.safetensors.index.json")
     if os.path.exists(reap):
         # The registry's shapes for the real config: a clean checkpoint, as the real one is.
-        cases.append(("moe-22k", ["from-index", reap, "--config", os.path.join(os.path.dirname(reap), "config.json")]))
+        cases.append(("moe-22k", ["from-index", reap], ["--config", os.path.join(os.path.dirname(reap), "config.json")]))
     else:
         print("note: ../shared/corpus not found; the 22k MoE case is skipped")
     if os.path.isdir(os.path.join(CORPUS, "DeepSeek-V3-config")):
-        cases.append(("deepseek-v3-92k", ["deepseek-v3"]))
+        cases.append(("deepseek-v3-92k", ["deepseek-v3"], []))
     try:
         import jinja2  # noqa: F401  the baseline renders the template with it
     except ImportError:
         sys.exit("verify_bench: the baseline needs jinja2 (Debian: python3-jinja2)")
 
     rows = []
-    for name, gen in cases:
+    for name, gen, opts in cases:
         clean = os.path.join(work, name)
         if not os.path.isdir(clean):
-            subprocess.run([make] + gen + [clean], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([make] + gen + [clean] + opts, check=True, stdout=subprocess.DEVNULL)
             add_side_files(name, clean)
         # The answer first: both must pass the clean stand-in and fail each planted defect.
         for defect in ("truncate", "duplicate"):
             bad = os.path.join(work, name + "-" + defect)
             if not os.path.isdir(bad):
-                subprocess.run([make] + gen + [bad, "--defect", defect], check=True, stdout=subprocess.DEVNULL)
+                subprocess.run([make] + gen + [bad, "--defect", defect] + opts, check=True, stdout=subprocess.DEVNULL)
                 add_side_files(name, bad)
             _, rc_c, _ = run([ckpt, "verify", bad, "--select", "ST,IX", "--format", "json"])
             _, rc_p, _ = run(baseline + [bad])

@@ -512,5 +512,60 @@ TEST(Fp8Override, PrefixEntryLoadersDisagree) {
   EXPECT_HAS(fs, Severity::warning, "QZ011", "model.layers.0.self_attn.q_proj.weight", "qkv_proj");
 }
 
+// ---- the resolution memo -----------------------------------------------------------------
+// The conformance pass resolves one module per name pattern (layer and expert indices aside)
+// when no name rule holds a digit. These cases would fail if a pattern's resolution were
+// reused where a rule tells the names apart.
+
+// qwen3 with twelve layers (indices of one and of two digits) and compressed-tensors.
+std::string ct12(const std::string& ignore) {
+  return R"({"model_type":"qwen3","hidden_size":128,"num_hidden_layers":12,"intermediate_size":256,
+ "num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,"vocab_size":256,"tie_word_embeddings":false,
+ "torch_dtype":"bfloat16","quantization_config":{"quant_method":"compressed-tensors","format":"pack-quantized",
+ "config_groups":{)" + kLinear4 + R"(},"ignore":)" + ignore + "}}";
+}
+
+TEST(ResolutionMemo, DigitFreeRegexTellsOneDigitLayersFromTwoDigitOnes) {
+  // \d is one digit: down_proj of layers 0-9 is ignored (float), of layers 10 and 11 quantized.
+  const std::string cfg = ct12(R"(["re:.*layers\\.\\d\\.mlp\\.down_proj$"])");
+  ASSERT_TRUE(scheme_of(cfg).name_rules_digit_free());
+  auto ts = plan_for(cfg);
+  ASSERT_NE(find_t(ts, "model.layers.3.mlp.down_proj.weight"), nullptr);
+  ASSERT_NE(find_t(ts, "model.layers.10.mlp.down_proj.weight_packed"), nullptr);
+  EXPECT_CLEAN(check(cfg, ts));
+  const auto all_float = plan_for(ct12(R"(["re:.*down_proj$"])"));
+  const auto all_packed = plan_for(ct12("[]"));
+  auto float10 = ts;
+  swap_module(float10, all_float, "model.layers.10.mlp.down_proj");
+  auto fs = check(cfg, float10);
+  EXPECT_HAS(fs, Severity::error, "QZ005", "model.layers.10.mlp.down_proj.weight", "group_0");
+  EXPECT_EQ(count_code(fs, "QZ005"), 1u) << dump(fs);
+  auto packed3 = ts;
+  swap_module(packed3, all_packed, "model.layers.3.mlp.down_proj");
+  fs = check(cfg, packed3);
+  EXPECT_HAS(fs, Severity::error, "QZ004", "model.layers.3.mlp.down_proj.weight_packed", "ignore entry");
+  EXPECT_EQ(count_code(fs, "QZ004"), 1u) << dump(fs);
+}
+
+TEST(ResolutionMemo, ARuleWithADigitResolvesEveryModuleOnItsOwn) {
+  const std::string cfg = ct12(R"(["model.layers.11.mlp.down_proj"])");
+  ASSERT_FALSE(scheme_of(cfg).name_rules_digit_free());
+  auto ts = plan_for(cfg);
+  ASSERT_NE(find_t(ts, "model.layers.11.mlp.down_proj.weight"), nullptr);
+  ASSERT_NE(find_t(ts, "model.layers.1.mlp.down_proj.weight_packed"), nullptr);
+  EXPECT_CLEAN(check(cfg, ts));
+  swap_module(ts, plan_for(ct12(R"(["re:.*down_proj$"])")), "model.layers.1.mlp.down_proj");
+  auto fs = check(cfg, ts);
+  EXPECT_HAS(fs, Severity::error, "QZ005", "model.layers.1.mlp.down_proj.weight", "group_0");
+  EXPECT_EQ(count_code(fs, "QZ005"), 1u) << dump(fs);
+}
+
+TEST(ResolutionMemo, DigitFreeRulesAreRecognised) {
+  EXPECT_TRUE(scheme_of(ct12(R"(["lm_head", "re:.*mlp\\.gate$"])")).name_rules_digit_free());
+  EXPECT_FALSE(scheme_of(ct12(R"(["re:.*layers\\.[0-3]\\..*"])")).name_rules_digit_free());
+  EXPECT_FALSE(scheme_of(ct12(R"(["re:.*\\d{2}.*"])")).name_rules_digit_free());
+  EXPECT_TRUE(quant::QuantScheme{}.name_rules_digit_free());
+}
+
 }  // namespace
 }  // namespace ckpt::test
