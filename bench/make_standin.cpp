@@ -4,7 +4,7 @@
 //
 //   make_standin deepseek-v3 OUT_DIR [--defect truncate|stray|duplicate]
 //   make_standin from-index INDEX_JSON OUT_DIR [--config CONFIG_JSON] [--defect ...]
-//                                        (with --config: the registry's shapes for that config)
+//                                        (with --config: the registry's shapes for that config and its quantization)
 //   make_standin moe TENSORS OUT_DIR     a Qwen3-MoE-style FP8 checkpoint of about TENSORS
 //                                        tensors (256 per-expert experts per layer; layers
 //                                        added until the count is reached), with config.json
@@ -23,6 +23,7 @@
 
 #include "ckpt/arch.h"
 #include "ckpt/json.h"
+#include "ckpt/quant.h"
 #include "ckpt/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -220,7 +221,8 @@ int main(int argc, char** argv) {
           return 2;
         }
         auto view = ckpt::arch::resolve_config(cfg.value, [&](std::string_view n) { return wm->find(n) != nullptr; });
-        for (const auto& x : ckpt::arch::expected_tensors(view))
+        const auto scheme = ckpt::quant::parse_scheme(cfg.value);
+        for (const auto& x : ckpt::arch::expected_tensors(view, scheme ? &*scheme : nullptr))
           planned[x.name] = {x.name, ckpt::arch::resolve_dtype(x.dtype, view.model_dtype), x.shape};
       }
     for (const auto& [name, file] : wm->as_object()) {

@@ -31,6 +31,9 @@ TEMPLATES = os.path.join(HERE, "..", "..", "shared", "corpus", "templates")
 SIDE_FILES = {
     "moe-22k": ("Qwen3.5-25B-REAP-A3B-Coding", os.path.join("llama.cpp", "Qwen3.5-4B.jinja")),
     "deepseek-v3-92k": ("DeepSeek-V3-config", None),
+    "llama-3.1-8b-bnb8": ("Llama-3.1-8B-Computer-Networks", os.path.join("llama.cpp", "meta-llama-Llama-3.1-8B-Instruct.jinja")),
+    "qwen3-14b-mlx4": ("Qwen3-14B-MLX-4bit", None),
+    "llama-3.1-70b-162-shards": ("Reflection-Llama-3.1-70B", None),
 }
 
 
@@ -77,6 +80,12 @@ def main():
         cases.append(("moe-22k", ["from-index", reap], ["--config", os.path.join(os.path.dirname(reap), "config.json")]))
     else:
         print("note: ../shared/corpus not found; the 22k MoE case is skipped")
+    # Smaller real layouts, each from its real index and config (the issue: >= 5x on every case).
+    for name in ("llama-3.1-8b-bnb8", "qwen3-14b-mlx4", "llama-3.1-70b-162-shards"):
+        folder = os.path.join(CORPUS, SIDE_FILES[name][0])
+        if os.path.exists(os.path.join(folder, "model.safetensors.index.json")):
+            cases.append((name, ["from-index", os.path.join(folder, "model.safetensors.index.json")],
+                          ["--config", os.path.join(folder, "config.json")]))
     if os.path.isdir(os.path.join(CORPUS, "DeepSeek-V3-config")):
         cases.append(("deepseek-v3-92k", ["deepseek-v3"], []))
     try:
