@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """ckpt verify vs a careful Python verifier (bench/verify_baseline.py), same inputs,
 same run: sparse header-only stand-ins of a 22k-tensor MoE checkpoint (the real
-Qwen3.5-25B-REAP-A3B index's names) and of DeepSeek-V3 (~92k tensors in 163 shards), each
-carrying what a real download carries (bench/standin_sidefiles.py): the model's real
+Qwen3.5-25B-REAP-A3B index's names), of three smaller real layouts (Llama-3.1-8B bnb int8,
+Qwen3-14B MLX 4-bit, Llama-3.1-70B in 162 shards; each from its real index, the shapes the
+registry plans for its real config and quantization) and of DeepSeek-V3 (~92k tensors in 163
+shards), each carrying what a real download carries (bench/standin_sidefiles.py): the model's real
 config.json, tokenizer_config.json and generation_config.json, the family's real chat
 template, and a tokenizer.json of the real vocabulary size. The baseline does the same
 categories of work: structure, the side files parsed, tokenizer ids and merges checked, the
