@@ -195,6 +195,20 @@ struct Engine {
     sink.add(code, sev, std::move(msg), std::move(file), std::move(tensor), std::move(hint));
   }
 
+  // Whether `module` has quantization companions on disk; the answer for the module being
+  // checked is kept (check_module, check_module_as and check_quantized each ask). Callers pass
+  // views of plan entries' names, which neither move nor change while the pass runs, so the
+  // same address and length is the same module.
+  std::string_view comp_module;
+  bool comp_answer = false;
+  bool has_companions(std::string_view module) {
+    if (module.data() != comp_module.data() || module.size() != comp_module.size()) {
+      comp_module = module;
+      comp_answer = companions.contains(module) > 0;
+    }
+    return comp_answer;
+  }
+
   const ActualTensor* get(std::string_view name) const {
     const uint32_t id = by_name.find(name);
     return id == ViewIds::npos ? nullptr : &in.tensors[tensor_of[id]];
@@ -514,7 +528,7 @@ struct Engine {
     }
     // the module stored entirely as float although the scheme quantizes it
     const ActualTensor* fw = get(x.name);
-    if (!companions.contains(x.module()) && fw && is_float(fw->dtype)) {
+    if (!has_companions(x.module()) && fw && is_float(fw->dtype)) {
       const std::span<const uint64_t> s = fw->shape;
       consume(x.name);
       if (!same_shape(s, x.shape)) {
@@ -736,7 +750,7 @@ struct Engine {
       check_module_as(x, ModuleQuant{});
       return;
     }
-    const bool has_comp = companions.contains(module) > 0;
+    const bool has_comp = has_companions(module);
     auto [O, I] = x.out_in();
     const quant::Resolution& r =
         resolve_module(module, x.kind, I, has_comp ? quant::Evidence::HasScales : quant::Evidence::NoScales);
@@ -781,7 +795,7 @@ struct Engine {
   // Check the module's tensors against one resolution.
   void check_module_as(const ExpectedTensor& x, const ModuleQuant& mq) {
     const std::string_view module = x.module();
-    const bool has_comp = companions.contains(module) > 0;
+    const bool has_comp = has_companions(module);
     if (mq.quantized) {
       check_quantized(x, mq);
       return;
