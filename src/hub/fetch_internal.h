@@ -180,6 +180,7 @@ struct HashState {
 };
 
 class PrefixHasher;
+class MemoryHasher;
 
 struct TransferState {
   TransferState(Ctx& c, const std::string& p, FileResult& f) : ctx(c), repo_path(p), fr(f) {}
@@ -191,6 +192,7 @@ struct TransferState {
   std::mutex mu;
   HashState* hs = nullptr;              // content hash of the temp file's prefix
   PrefixHasher* prefix_hasher = nullptr;  // set while a helper thread follows the file
+  MemoryHasher* memory_hasher = nullptr;  // set while a helper thread hashes the write buffers
   long last_status = 0;  // status of the latest GET (a CDN 403 triggers a fresh HEAD)
 
   void report(uint64_t received, bool force = false) {

@@ -103,6 +103,74 @@ char* write_buffer() {
   return b.get();
 }
 
+}  // namespace
+
+// (Declared in fetch_internal.h: TransferState points to it.)
+// A lone in-order stream with a core to spare: the write buffers, once written to the file,
+// go to a helper thread that hashes them from memory, so hashing overlaps receiving and no
+// byte is read back from the page cache (PrefixHasher's pread costed a copy of every byte).
+// A ring of kSlots write buffers: the writer fills one while the helper hashes the others.
+class MemoryHasher {
+ public:
+  static constexpr size_t kSlots = 8;
+  explicit MemoryHasher(HashState& hs) : hs_(hs) {
+    for (auto& b : slots_) b.reset(new char[kWriteBuffer]);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~MemoryHasher() { finish(); }
+  MemoryHasher(const MemoryHasher&) = delete;
+  MemoryHasher& operator=(const MemoryHasher&) = delete;
+  // The buffer the writer fills now.
+  char* buffer() {
+    std::lock_guard<std::mutex> g(mu_);
+    return slots_[head_ % kSlots].get();
+  }
+  // The writer's current buffer holds `n` bytes, written to the file: hash them next. Returns
+  // the buffer to fill next, waiting while every other one is still queued.
+  char* submit(size_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    lens_[head_ % kSlots] = n;
+    ++head_;
+    cv_.notify_all();
+    cv_.wait(l, [&] { return head_ - tail_ < kSlots; });
+    return slots_[head_ % kSlots].get();
+  }
+  // Hashes what was submitted, then stops the helper: hs.hashed is exact afterwards.
+  void finish() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (true) {
+      cv_.wait(l, [&] { return stop_ || tail_ < head_; });
+      if (tail_ == head_) break;  // stopped and drained
+      size_t i = tail_ % kSlots;
+      l.unlock();
+      hs_.update(slots_[i].get(), lens_[i]);
+      l.lock();
+      ++tail_;
+      cv_.notify_all();
+    }
+  }
+  HashState& hs_;
+  std::unique_ptr<char[]> slots_[kSlots];
+  size_t lens_[kSlots] = {};
+  uint64_t head_ = 0, tail_ = 0;  // submitted, hashed
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+namespace {
+
 bool pwrite_all(int fd, const char* d, size_t n, uint64_t off, std::string* err) {
   size_t done = 0;
   while (done < n) {
@@ -137,7 +205,9 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
   AttemptResult ar;
   std::string url = url0;
   uint64_t cur = from;  // next byte to ask for
-  char* buf = write_buffer();
+  // A lone stream's hash runs on a helper thread from the write buffers (whole-file mode only).
+  MemoryHasher* mh = whole_file_mode ? ts.memory_hasher : nullptr;
+  char* buf = mh ? mh->buffer() : write_buffer();
   int hops = 0;
   for (int requests = 0; requests < 100000; ++requests) {
     if (hops > 10) break;
@@ -160,6 +230,7 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
       if (used == 0) return true;
       if (!pwrite_all(fd, buf, used, buf_start, &write_err)) return false;
       buf_start += used;
+      if (mh) buf = mh->submit(used);
       used = 0;
       pos = buf_start;
       if (ctx.opts.durable && buf_start - kicked >= (8u << 20)) {
@@ -219,6 +290,11 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
           // A helper thread hashing the file must be gone before the file and the hash are
           // reset; the rest of this stream is then hashed by verify_blob's catch-up.
           if (ts.prefix_hasher) ts.prefix_hasher->stop();
+          if (mh) {  // likewise: what it hashed is thrown away; the rest is hashed inline
+            mh->finish();
+            mh = nullptr;
+            buf = write_buffer();
+          }
           if (::ftruncate(fd, 0) != 0) {
             write_err = std::string("ftruncate: ") + std::strerror(errno);
             ar.fatal = true;
@@ -246,6 +322,21 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
         bad_msg = "server sent more bytes than expected (" + std::to_string(write_pos + n - cur) + " > " +
                   std::to_string(range_end - cur) + ")";
         return false;
+      }
+      if (mh) {  // through the ring of write buffers, each hashed once it is written
+        for (size_t done = 0; done < n;) {
+          size_t k = std::min(n - done, kWriteBuffer - used);
+          std::memcpy(buf + used, data + done, k);
+          used += k;
+          done += k;
+          if (used == kWriteBuffer && !flush()) {
+            ar.fatal = true;
+            return false;
+          }
+        }
+        write_pos += n;
+        ts.report(write_pos);
+        return true;
       }
       if (ts.hs && whole_file_mode && !ts.prefix_hasher && ts.hs->active() && ts.hs->hashed == write_pos)
         ts.hs->update(data, n);
@@ -481,20 +572,28 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
     // thread catches up from the file and follows it.
     hash_ready(have);
     std::optional<PrefixHasher> ph;
-    // The only transfer running, with a core to spare: the hash follows the file on a helper
-    // thread (reading it back from the page cache) instead of in the write callback, so hashing
-    // overlaps receiving. With several transfers the cores are busy anyway: inline is cheaper.
+    std::optional<MemoryHasher> mh;
+    // The only transfer running, with a core to spare: the hash runs on a helper thread, from
+    // the write buffers once they are written (MemoryHasher), so hashing overlaps receiving.
+    // With several transfers the cores are busy anyway: inline is cheaper.
     bool offload = ctx.transfers.load() == 1 && size - have >= (16u << 20) && std::thread::hardware_concurrency() > 1;
-    if (ts.hs && ts.hs->active() && (ts.hs->hashed < have || offload)) {
+    if (ts.hs && ts.hs->active() && ts.hs->hashed < have) {
       ph.emplace(*ts.hs, tmp);
       ph->advance(have);
       ts.prefix_hasher = &*ph;
+    } else if (ts.hs && ts.hs->active() && offload) {
+      mh.emplace(*ts.hs);
+      ts.memory_hasher = &*mh;
     }
     std::atomic<uint64_t> pos{have};
     ar = get_range(ts, url, fd, have, size, size, true, pos, nullptr);
     if (ph) {
       ph->stop();
       ts.prefix_hasher = nullptr;
+    }
+    if (mh) {  // hashes what reached the file: hs->hashed == pos afterwards
+      mh->finish();
+      ts.memory_hasher = nullptr;
     }
     have = pos;
     if (ar.restart) {
