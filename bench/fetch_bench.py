@@ -17,8 +17,9 @@ for the repo: one sequential curl then sha256sum of every file, and xargs -P4 of
 `curl && sha256sum` per file), sequential curl, `curl -Z` (8 parallel) and `xargs -P4 curl`.
 The sha256sum digests are checked after each run. Runs are paired: every case of every hub
 once per run, the order reversed on odd runs, each into a fresh output directory. The table
-reports medians with min-max; ratios are curl's median over the case's (> 1: faster than
-curl). ckpt's time includes the sha256 of every byte, the per-blob lock and the atomic
+reports medians with min-max and the median CPU time (user + system of the command and
+its children; the hub's own CPU is not in it); ratios are curl's median over the case's
+(> 1: faster than curl). ckpt's time includes the sha256 of every byte, the per-blob lock and the atomic
 publish (rows with --fsync add the fdatasync of every blob before it is published); curl only
 writes the bytes into the page cache. The load average is printed before and after: on a
 shared machine it decides more than the client does.
@@ -32,6 +33,7 @@ import hashlib
 import json
 import os
 import pwd
+import resource
 import shutil
 import socket
 import statistics
@@ -171,12 +173,16 @@ http {{
 
 
 def run_cmd(cmd, env=None, capture=False):
+    """Wall seconds, CPU seconds (user + system of the command and its children), stdout."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, stdout=subprocess.PIPE if capture else subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     dt = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr.decode(errors='replace')}")
-    return dt, (r.stdout.decode() if capture else "")
+    cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    return dt, cpu, (r.stdout.decode() if capture else "")
 
 
 def check_digests(out, expected, what):
@@ -331,14 +337,16 @@ def main():
                 cases[(hub, k)] = v
         load_before = os.getloadavg()
         times = {k: [] for k in cases}
+        cpus = {k: [] for k in cases}
         order = list(cases)
         for run in range(args.runs):
             for key in (order if run % 2 == 0 else order[::-1]):
                 make, digests = cases[key]
-                dt, stdout = run_cmd(make(), env, capture=digests is not None)
+                dt, cpu, stdout = run_cmd(make(), env, capture=digests is not None)
                 if digests is not None:
                     check_digests(stdout, digests, f"{key[0]} hub: {key[1]}")
                 times[key].append(dt)
+                cpus[key].append(cpu)
         load_after = os.getloadavg()
         big = args.big_mib << 20
         total = args.files * (args.file_mib << 20)
@@ -346,14 +354,15 @@ def main():
         print(f"runs: {args.runs} paired; single file {args.big_mib} MiB; repo {args.files} x {args.file_mib} MiB; "
               f"{os.cpu_count()} cores; load average (1/5/15 min) before {load_before[0]:.1f}/{load_before[1]:.1f}/"
               f"{load_before[2]:.1f}, after {load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f}")
-        print("| hub | case | median s | min-max s | MiB/s | ratio vs curl |")
-        print("|---|---|---|---|---|---|")
+        print("| hub | case | median s | min-max s | MiB/s | ratio vs curl | CPU s (median) |")
+        print("|---|---|---|---|---|---|---|")
         for hub, k in cases:
             size = big if k.startswith("single") else total
             base = med[(hub, "single: curl")] if k.startswith("single") else med[(hub, f"{nf} files: curl sequential")]
             v = times[(hub, k)]
             print(f"| {hub} | {k} | {med[(hub, k)]:.3f} | {min(v):.3f}-{max(v):.3f} | "
-                  f"{size / med[(hub, k)] / 2**20:.0f} | {base / med[(hub, k)]:.2f}x |")
+                  f"{size / med[(hub, k)] / 2**20:.0f} | {base / med[(hub, k)]:.2f}x | "
+                  f"{statistics.median(cpus[(hub, k)]):.2f} |")
         print("targets (issue #15 item 6; medians):")
         for hub in hubs:
             m = {k: med[(hub, k)] for h, k in cases if h == hub}
