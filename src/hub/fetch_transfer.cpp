@@ -110,9 +110,12 @@ char* write_buffer() {
 // go to a helper thread that hashes them from memory, so hashing overlaps receiving and no
 // byte is read back from the page cache (PrefixHasher's pread costed a copy of every byte).
 // A ring of kSlots write buffers: the writer fills one while the helper hashes the others.
+// Hand-offs go in batches (the helper is woken once kBatch buffers wait and hashes all that
+// wait, outside the lock; the writer waits only when every slot is queued): one wake-up per
+// buffer cost 18,865 futex calls per 512 MiB, and under load each one a context switch.
 class MemoryHasher {
  public:
-  static constexpr size_t kSlots = 8;
+  static constexpr size_t kSlots = 16, kBatch = 8;
   explicit MemoryHasher(HashState& hs) : hs_(hs) {
     for (auto& b : slots_) b.reset(new char[kWriteBuffer]);
     thread_ = std::thread([this] { run(); });
@@ -131,9 +134,15 @@ class MemoryHasher {
     std::unique_lock<std::mutex> l(mu_);
     lens_[head_ % kSlots] = n;
     ++head_;
-    cv_.notify_all();
-    cv_.wait(l, [&] { return head_ - tail_ < kSlots; });
-    return slots_[head_ % kSlots].get();
+    const bool wake = head_ - tail_ >= kBatch;
+    if (head_ - tail_ == kSlots) {
+      work_.notify_one();
+      space_.wait(l, [&] { return head_ - tail_ < kSlots; });
+    }
+    char* next = slots_[head_ % kSlots].get();
+    l.unlock();
+    if (wake) work_.notify_one();  // outside the lock, so the helper does not wake into it
+    return next;
   }
   // Hashes what was submitted, then stops the helper: hs.hashed is exact afterwards.
   void finish() {
@@ -141,7 +150,7 @@ class MemoryHasher {
       std::lock_guard<std::mutex> g(mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    work_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
 
@@ -149,14 +158,15 @@ class MemoryHasher {
   void run() {
     std::unique_lock<std::mutex> l(mu_);
     while (true) {
-      cv_.wait(l, [&] { return stop_ || tail_ < head_; });
+      work_.wait(l, [&] { return stop_ || head_ - tail_ >= kBatch; });
       if (tail_ == head_) break;  // stopped and drained
-      size_t i = tail_ % kSlots;
+      // Everything queued now, outside the lock; the writer only touches slots past head_.
+      uint64_t from = tail_, to = head_;
       l.unlock();
-      hs_.update(slots_[i].get(), lens_[i]);
+      for (uint64_t k = from; k < to; ++k) hs_.update(slots_[k % kSlots].get(), lens_[k % kSlots]);
       l.lock();
-      ++tail_;
-      cv_.notify_all();
+      tail_ = to;
+      space_.notify_one();
     }
   }
   HashState& hs_;
@@ -164,7 +174,7 @@ class MemoryHasher {
   size_t lens_[kSlots] = {};
   uint64_t head_ = 0, tail_ = 0;  // submitted, hashed
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable work_, space_;  // the helper waits for work, the writer for space
   bool stop_ = false;
   std::thread thread_;
 };
