@@ -486,3 +486,50 @@ TEST_F(HubTest, MissingCommitHeaderIsAProtocolError) {
     expect_not_published(kC1, f);
   }
 }
+
+// The only transfer, >= 16 MiB, one stream: hashed on a helper thread from the write buffers
+// (MemoryHasher in fetch_transfer.cpp). Clean, resumed after resets (the hash carried over),
+// restarted when the resumed GET is answered 200, and downloaded again after corrupt bytes.
+struct LoneLargeStream : HubTest {
+  MockFile big = lfs_file("model.safetensors", (24u << 20) + 12345, 11);
+  void SetUp() override {
+    HubTest::SetUp();
+    hub.add_commit(kRepo, kC1, {big});
+  }
+  hub::FetchOptions one_stream() const {
+    auto o = opts();
+    o.jobs = 1;
+    o.range_parts = 1;
+    return o;
+  }
+};
+
+TEST_F(LoneLargeStream, IsHashedAndPublished) {
+  auto r = fetch(one_stream());
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, big);
+}
+
+TEST_F(LoneLargeStream, ResetsAreResumed) {
+  hub.set_fault(kRepo, big.path, {FaultKind::reset_after, 3u << 20, 0, 500, 2});
+  auto r = fetch(one_stream());
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, big);
+  EXPECT_EQ(result_for(r, big.path)->retries, 2);
+}
+
+TEST_F(LoneLargeStream, RangeIgnoredOnResumeRestartsFromZero) {
+  big.ignore_range = true;
+  hub.add_commit(kRepo, kC1, {big});
+  hub.set_fault(kRepo, big.path, {FaultKind::reset_after, 3u << 20, 0, 500, 1});
+  auto r = fetch(one_stream());
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, big);
+}
+
+TEST_F(LoneLargeStream, CorruptBytesAreDownloadedAgain) {
+  hub.set_fault(kRepo, big.path, {FaultKind::corrupt, 10u << 20, 0, 500, 1});
+  auto r = fetch(one_stream());
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, big);
+}
