@@ -22,7 +22,6 @@ PACKAGES=(
   bash-completion zsh fish groff-base  # drive the installed completions in each shell; render the man pages (tests/package)
   python3 python3-numpy              # test oracles (independent safetensors reader, dequantisation)
   curl                               # fetch benchmark baseline
-  nginx-light                        # fetch benchmark: an independent loopback hub (bench/fetch_bench.py --hub nginx)
 )
 
 # scripts/test.sh adds the heavier test-only oracles through EXTRA_PACKAGES.
