@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 
-NGINX_INSTALL = "apt-get install -y nginx-light   (scripts/setup.sh installs it)"
+NGINX_INSTALL = "apt-get install -y nginx-light   (scripts/setup.sh does not: Debian starts the service on port 80)"
 
 
 def start_ckpt_server(server, repo, data_dir):
