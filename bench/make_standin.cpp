@@ -245,6 +245,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "make_standin: unknown mode %s\n", mode.c_str());
     return 2;
   }
+  if (out.empty() || out.string()[0] == '-') {  // an option where OUT_DIR belongs: never write there
+    std::fprintf(stderr, "make_standin: OUT_DIR must come before the options (got %s)\n", out.c_str());
+    return 2;
+  }
   std::string defect;
   for (int i = argi; i + 1 < argc; ++i)
     if (!std::strcmp(argv[i], "--defect")) defect = argv[i + 1];
