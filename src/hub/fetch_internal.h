@@ -265,6 +265,11 @@ mode_t umask_mode();
 // A signed CDN URL can expire mid-download: download + verify into `tmp`, asking the hub for
 // a fresh location when the CDN refuses it.
 bool obtain_with_refresh(Ctx& ctx, TransferState& ts, const TreeEntry& te, Meta& meta, const fs::path& tmp);
+// obtain_with_refresh into `tmp`, then rename it to `dest` with the umask's mode. On failure
+// the error is in ts.fr ("cannot move <what> into place" for the rename) and a private temp
+// file is removed.
+bool obtain_into_place(Ctx& ctx, TransferState& ts, const TreeEntry& te, Meta& meta, const fs::path& tmp,
+                       bool private_tmp, const fs::path& dest, std::string_view what);
 // "" for the shared, resumable temp name; ".<8 hex>" for a private one.
 std::string private_infix(Ctx& ctx, bool needed);
 void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr);

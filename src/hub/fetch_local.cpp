@@ -139,18 +139,7 @@ void fetch_one_local(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
   std::error_code ec;
   fs::create_directories(tmp.parent_path(), ec);
   fs::create_directories(dest.parent_path(), ec);
-  if (!obtain_with_refresh(ctx, ts, te, meta, tmp)) {
-    if (lock.unsupported()) fs::remove(tmp, ec);
-    ts.prog.failed = true;
-    ts.report(fr.received, true);
-    return;
-  }
-  ::chmod(tmp.c_str(), umask_mode());
-  if (::rename(tmp.c_str(), dest.c_str()) != 0) {
-    fr.kind = ErrorKind::io;
-    fr.error = path + ": cannot move the file into place: " + std::strerror(errno);
-    return;
-  }
+  if (!obtain_into_place(ctx, ts, te, meta, tmp, lock.unsupported(), dest, "the file")) return;
   if (!write_meta()) return;
   fr.ok = true;
   fr.received = meta.size;

@@ -317,6 +317,24 @@ bool obtain_verified(Ctx& ctx, TransferState& ts, const Meta& meta, const fs::pa
 
 }  // namespace
 
+bool obtain_into_place(Ctx& ctx, TransferState& ts, const TreeEntry& te, Meta& meta, const fs::path& tmp,
+                       bool private_tmp, const fs::path& dest, std::string_view what) {
+  std::error_code ec;
+  if (!obtain_with_refresh(ctx, ts, te, meta, tmp)) {
+    if (private_tmp) fs::remove(tmp, ec);  // nobody resumes a private temp file
+    ts.prog.failed = true;
+    ts.report(ts.fr.received, true);
+    return false;
+  }
+  ::chmod(tmp.c_str(), umask_mode());
+  if (::rename(tmp.c_str(), dest.c_str()) != 0) {
+    ts.fr.kind = ErrorKind::io;
+    ts.fr.error = ts.repo_path + ": cannot move " + std::string(what) + " into place: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 // A signed CDN URL can expire mid-download (403/401 from the CDN): ask the hub for a fresh
 // location (same etag and size) and continue, at most twice.
 bool obtain_with_refresh(Ctx& ctx, TransferState& ts, const TreeEntry& te, Meta& meta, const fs::path& tmp) {
@@ -389,18 +407,7 @@ void fetch_one_cache(Ctx& ctx, const TreeEntry& te, FileResult& fr) {
       // file of our own (as huggingface_hub >= 1.18 always does), removed again on failure.
       fs::path tmp = ctx.repo_dir / "blobs" / (meta.etag + private_infix(ctx, lock.unsupported()) + ".incomplete");
       ts.report(file_size_or_zero(tmp), true);
-      if (!obtain_with_refresh(ctx, ts, te, meta, tmp)) {
-        if (lock.unsupported()) fs::remove(tmp, ec);
-        ts.prog.failed = true;
-        ts.report(fr.received, true);
-        return;
-      }
-      ::chmod(tmp.c_str(), umask_mode());
-      if (::rename(tmp.c_str(), blob.c_str()) != 0) {
-        fr.kind = ErrorKind::io;
-        fr.error = path + ": cannot move blob into place: " + std::strerror(errno);
-        return;
-      }
+      if (!obtain_into_place(ctx, ts, te, meta, tmp, lock.unsupported(), blob, "blob")) return;
     } else {
       fr.cached = true;
     }
