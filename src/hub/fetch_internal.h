@@ -193,7 +193,9 @@ struct TransferState {
   HashState* hs = nullptr;              // content hash of the temp file's prefix
   PrefixHasher* prefix_hasher = nullptr;  // set while a helper thread follows the file
   MemoryHasher* memory_hasher = nullptr;  // set while a helper thread hashes the write buffers
-  long last_status = 0;  // status of the latest GET (a CDN 403 triggers a fresh HEAD)
+  // Status of the latest GET (a CDN 403 triggers a fresh HEAD); parallel range parts each
+  // store theirs, so it is atomic.
+  std::atomic<long> last_status{0};
 
   void report(uint64_t received, bool force = false) {
     if (!ctx.opts.on_progress) return;

@@ -341,9 +341,9 @@ bool obtain_with_refresh(Ctx& ctx, TransferState& ts, const TreeEntry& te, Meta&
   for (int refresh = 0;; ++refresh) {
     ts.last_status = 0;
     if (obtain_verified(ctx, ts, meta, tmp)) return true;
-    if (!meta.cross_host || (ts.last_status != 403 && ts.last_status != 401) || refresh >= 2 || ctx.cancelled())
-      return false;
-    ctx.log(ts.repo_path + ": the CDN refused the download URL (HTTP " + std::to_string(ts.last_status) +
+    const long status = ts.last_status;
+    if (!meta.cross_host || (status != 403 && status != 401) || refresh >= 2 || ctx.cancelled()) return false;
+    ctx.log(ts.repo_path + ": the CDN refused the download URL (HTTP " + std::to_string(status) +
             "); asking the hub for a fresh one");
     Meta fresh;
     FileResult scratch;
