@@ -73,6 +73,7 @@ struct ModuleQuant {
   int block_rows = 0, block_cols = 0;  // FP8 block / CT block strategy
   std::string strategy;        // compressed-tensors strategy (group, channel, tensor, block, ...)
   std::string reason;          // why (not) quantized: "ignore entry \"lm_head\"", "group_0", ...
+  bool operator==(const ModuleQuant&) const = default;  // every field, reason included
 };
 
 // What the verifier knows about the module on disk when asking the predicate (mlx-lm decides
@@ -125,6 +126,7 @@ struct Resolution {
   std::string loaders;                // who resolves it as `quant`: "compressed-tensors"
   std::optional<ModuleQuant> other;   // another loader's different resolution
   std::string other_loaders;          // "vLLM"
+  bool operator==(const Resolution&) const = default;
 };
 
 struct QuantScheme {

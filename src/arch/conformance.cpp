@@ -11,6 +11,7 @@
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "ckpt/name_index.h"
 #include "ckpt/quant.h"
@@ -455,9 +456,14 @@ struct Engine {
   }
 
   // quant::quantized_tensors for one module, from a table of its results per geometry and
-  // scheme (names there are the suffixes alone: the function's names are module + suffix and
-  // nothing else depends on the module). The result lives in `parts_buf` until the next call.
-  std::unordered_map<std::string, std::vector<ExpectedTensor>> parts_by_geometry;
+  // scheme: the function's names are module + suffix and nothing else depends on the module,
+  // so the table keeps each part with its name emptied and the suffix beside it. The result
+  // lives in `parts_buf` until the next call.
+  struct PartsTemplate {
+    std::vector<ExpectedTensor> parts;  // names empty
+    std::vector<std::string> suffixes;
+  };
+  std::unordered_map<std::string, PartsTemplate> parts_by_geometry;
   std::vector<ExpectedTensor> parts_buf;
   std::string parts_key;
   const std::vector<ExpectedTensor>& module_parts(std::string_view module, std::span<const uint64_t> lead, uint64_t O,
@@ -476,24 +482,17 @@ struct Engine {
     put(static_cast<uint64_t>(static_cast<uint32_t>(mq.block_cols)));
     parts_key.append(mq.strategy);
     auto it = parts_by_geometry.find(parts_key);
-    if (it == parts_by_geometry.end())
-      it = parts_by_geometry.emplace(parts_key, quant::quantized_tensors("", lead, O, I, mq)).first;
-    const std::vector<ExpectedTensor>& tmpl = it->second;
-    parts_buf.resize(tmpl.size());
-    for (size_t k = 0; k < tmpl.size(); ++k) {
-      const ExpectedTensor& t = tmpl[k];
-      ExpectedTensor& o = parts_buf[k];
-      o.name.assign(module).append(t.name);  // reuses the buffer's capacity
-      o.shape = t.shape;
-      o.dtype = t.dtype;
-      o.kind = t.kind;
-      o.presence = t.presence;
-      o.group = t.group;
-      o.layer = t.layer;
-      o.expert = t.expert;
-      o.mtp = t.mtp;
-      o.tower = t.tower;
-      o.why = t.why;
+    if (it == parts_by_geometry.end()) {
+      PartsTemplate t;
+      t.parts = quant::quantized_tensors("", lead, O, I, mq);
+      for (auto& p : t.parts) t.suffixes.push_back(std::exchange(p.name, {}));
+      it = parts_by_geometry.emplace(parts_key, std::move(t)).first;
+    }
+    const PartsTemplate& tmpl = it->second;
+    parts_buf.resize(tmpl.parts.size());
+    for (size_t k = 0; k < tmpl.parts.size(); ++k) {
+      parts_buf[k] = tmpl.parts[k];  // an empty name: the buffer's string keeps its capacity
+      parts_buf[k].name.assign(module).append(tmpl.suffixes[k]);
     }
     return parts_buf;
   }
@@ -692,21 +691,11 @@ struct Engine {
   std::string memo_key, memo_probe;
   std::vector<std::pair<size_t, size_t>> index_digits;  // [begin, end) of each all-digit segment
   quant::Resolution unmemoized;
-  static bool same_quant(const ModuleQuant& a, const ModuleQuant& b) {
-    return a.quantized == b.quantized && a.format == b.format && a.bits == b.bits && a.group_size == b.group_size &&
-           a.symmetric == b.symmetric && a.g_idx == b.g_idx && a.block_rows == b.block_rows &&
-           a.block_cols == b.block_cols && a.strategy == b.strategy && a.reason == b.reason;
-  }
-  static bool same_resolution(const quant::Resolution& a, const quant::Resolution& b) {
-    return same_quant(a.quant, b.quant) && a.loaders == b.loaders && a.other_loaders == b.other_loaders &&
-           a.other.has_value() == b.other.has_value() && (!a.other || same_quant(*a.other, *b.other));
-  }
   const quant::Resolution& resolve_module(std::string_view module, ModuleKind kind, uint64_t I, quant::Evidence ev) {
     if (!memo_allowed) memo_allowed = scheme->name_rules_digit_free();
     if (!*memo_allowed) return unmemoized = scheme->resolve(module, kind, I, ev);
     memo_key.assign(module);
     index_digits.clear();
-    bool any_index = false;
     for (size_t b = 0; b < memo_key.size();) {
       size_t e = memo_key.find('.', b);
       if (e == std::string::npos) e = memo_key.size();
@@ -714,12 +703,11 @@ struct Engine {
       for (size_t k = b; k < e && digits; ++k) digits = memo_key[k] >= '0' && memo_key[k] <= '9';
       if (digits) {
         std::fill(memo_key.begin() + static_cast<std::ptrdiff_t>(b), memo_key.begin() + static_cast<std::ptrdiff_t>(e), '0');
-        any_index = true;
         index_digits.emplace_back(b, e);
       }
       b = e + 1;
     }
-    if (!any_index) return unmemoized = scheme->resolve(module, kind, I, ev);
+    if (index_digits.empty()) return unmemoized = scheme->resolve(module, kind, I, ev);
     const size_t name_len = memo_key.size();
     memo_key.push_back('\0');
     memo_key.push_back(static_cast<char>(kind));
@@ -734,7 +722,7 @@ struct Engine {
         std::fill(memo_probe.begin() + static_cast<std::ptrdiff_t>(b), memo_probe.begin() + static_cast<std::ptrdiff_t>(e), '1');
       quant::Resolution r1 = scheme->resolve(memo_probe, kind, I, ev);
       std::optional<quant::Resolution> keep;
-      if (same_resolution(r0, r1)) keep = std::move(r0);
+      if (r0 == r1) keep = std::move(r0);
       it = resolution_memo.emplace(memo_key, std::move(keep)).first;
     }
     if (it->second) return *it->second;
