@@ -390,15 +390,7 @@ class MergePipeline {
   }
   MergePipeline(const MergePipeline&) = delete;
   MergePipeline& operator=(const MergePipeline&) = delete;
-  ~MergePipeline() {  // on the scanner's exception path: stop the consumer, drop what it threw
-    if (!worker_.joinable()) return;
-    {
-      std::lock_guard lk(m_);
-      done_ = true;
-    }
-    ready_.notify_one();
-    worker_.join();
-  }
+  ~MergePipeline() { stop_consumer(); }  // on the scanner's exception path: drop what it threw
 
   void push_string(size_t i, std::string_view s) { push({i, s, {}, false}); }
   void push_pair(size_t i, std::string_view a, std::string_view b) { push({i, a, b, true}); }
@@ -406,12 +398,7 @@ class MergePipeline {
   void finish() {
     if (!worker_.joinable()) return;
     hand_over();
-    {
-      std::lock_guard lk(m_);
-      done_ = true;
-    }
-    ready_.notify_one();
-    worker_.join();
+    stop_consumer();
     if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
   }
 
@@ -423,6 +410,16 @@ class MergePipeline {
   };
   static constexpr size_t kChunk = 4096, kMaxQueued = 8;  // at most ~1.3 MB of items in flight
 
+  // Lets the consumer drain the queue and end, and waits for it.
+  void stop_consumer() {
+    if (!worker_.joinable()) return;
+    {
+      std::lock_guard lk(m_);
+      done_ = true;
+    }
+    ready_.notify_one();
+    worker_.join();
+  }
   void push(const Item& it) {
     fill_.push_back(it);
     if (fill_.size() == kChunk) hand_over();
