@@ -172,6 +172,13 @@ static std::string write_index(const fs::path& out, const std::vector<std::pair<
   return {};
 }
 
+static std::string read_text(const char* path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: make_standin deepseek-v3 OUT_DIR [--defect D] | from-index INDEX OUT_DIR [--config C] [--defect D] | "
@@ -198,10 +205,7 @@ int main(int argc, char** argv) {
   } else if (mode == "from-index" && argc >= 4) {
     out = argv[3];
     argi = 4;
-    std::ifstream f(argv[2]);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto r = ckpt::json::parse(ss.str());
+    auto r = ckpt::json::parse(read_text(argv[2]));
     const ckpt::json::Value* wm = r.ok() ? r.value.find("weight_map") : nullptr;
     if (!wm || !wm->is_object()) {
       std::fprintf(stderr, "make_standin: %s has no weight_map\n", argv[2]);
@@ -212,10 +216,7 @@ int main(int argc, char** argv) {
     std::map<std::string, Planned, std::less<>> planned;
     for (int i = 4; i + 1 < argc; ++i)
       if (!std::strcmp(argv[i], "--config")) {
-        std::ifstream cf(argv[i + 1]);
-        std::stringstream cs;
-        cs << cf.rdbuf();
-        auto cfg = ckpt::json::parse(cs.str());
+        auto cfg = ckpt::json::parse(read_text(argv[i + 1]));
         if (!cfg.ok()) {
           std::fprintf(stderr, "make_standin: %s is not JSON\n", argv[i + 1]);
           return 2;
