@@ -76,18 +76,15 @@ def main():
     baseline = [sys.executable, os.path.join(HERE, "verify_baseline.py")]
     work = args.keep or tempfile.mkdtemp(prefix="ckpt-bench-")
     cases = []
-    reap = os.path.join(CORPUS, "Qwen3.5-25B-REAP-A3B-Coding", "model.safetensors.index.json")
-    if os.path.exists(reap):
-        # The registry's shapes for the real config: a clean checkpoint, as the real one is.
-        cases.append(("moe-22k", ["from-index", reap], ["--config", os.path.join(os.path.dirname(reap), "config.json")]))
-    else:
-        print("note: ../shared/corpus not found; the 22k MoE case is skipped")
-    # Smaller real layouts, each from its real index and config (the issue: >= 5x on every case).
-    for name in ("llama-3.1-8b-bnb8", "qwen3-14b-mlx4", "llama-3.1-70b-162-shards"):
+    # Real layouts from their real index, with the shapes the registry plans for their real
+    # config: clean checkpoints, as the real ones are (the issue: >= 5x on every case).
+    for name in ("moe-22k", "llama-3.1-8b-bnb8", "qwen3-14b-mlx4", "llama-3.1-70b-162-shards"):
         folder = os.path.join(CORPUS, SIDE_FILES[name][0])
-        if os.path.exists(os.path.join(folder, "model.safetensors.index.json")):
-            cases.append((name, ["from-index", os.path.join(folder, "model.safetensors.index.json")],
-                          ["--config", os.path.join(folder, "config.json")]))
+        index = os.path.join(folder, "model.safetensors.index.json")
+        if os.path.exists(index):
+            cases.append((name, ["from-index", index], ["--config", os.path.join(folder, "config.json")]))
+        else:
+            print("note: %s not found; the %s case is skipped" % (index, name))
     if os.path.isdir(os.path.join(CORPUS, "DeepSeek-V3-config")):
         cases.append(("deepseek-v3-92k", ["deepseek-v3"], []))
     try:
