@@ -12,6 +12,7 @@
 namespace ckpt::ftest {
 namespace {
 
+using test::codes_of;
 using test::CommandResult;
 using test::run_ckpt;
 using test::run_program;
@@ -37,13 +38,6 @@ json::Value parse_line(const std::string& line) {
   auto p = json::parse(line);
   EXPECT_TRUE(p.ok()) << line;
   return p.value;
-}
-
-std::vector<std::string> codes_of(const json::Value& v) {
-  std::vector<std::string> out;
-  if (const auto* f = v.find("findings"); f && f->is_array())
-    for (const auto& x : f->as_array()) out.push_back(*x.get_string("code"));
-  return out;
 }
 
 // A cache of five repos: three clean fixtures, one cut short, and one with blobs but no snapshot.

@@ -10,6 +10,7 @@
 namespace ckpt::ftest {
 namespace {
 
+using test::codes_of;
 using test::CommandResult;
 using test::run_ckpt;
 
@@ -21,13 +22,6 @@ json::Value parse_json_out(const CommandResult& r) {
   auto p = json::parse(r.out);
   EXPECT_TRUE(p.ok()) << (p.error ? p.error->message : "") << "\n" << show(r);
   return p.value;
-}
-
-std::vector<std::string> codes_of(const json::Value& v) {
-  std::vector<std::string> out;
-  if (const auto* f = v.find("findings"); f && f->is_array())
-    for (const auto& x : f->as_array()) out.push_back(*x.get_string("code"));
-  return out;
 }
 
 bool has_code(const json::Value& v, const std::string& code) {

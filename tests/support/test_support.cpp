@@ -159,4 +159,11 @@ CommandResult run_ckpt(const std::vector<std::string>& args, const std::vector<s
   return r;
 }
 
+std::vector<std::string> codes_of(const json::Value& report) {
+  std::vector<std::string> out;
+  if (const auto* f = report.find("findings"); f && f->is_array())
+    for (const auto& x : f->as_array()) out.push_back(*x.get_string("code"));
+  return out;
+}
+
 }  // namespace ckpt::test

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/json.h"
+
 namespace ckpt::test {
 
 // A fresh directory under the system temp dir, removed when the object dies.
@@ -30,6 +32,8 @@ std::filesystem::path corpus_dir();
   } while (0)
 
 void write_text(const std::filesystem::path& p, const std::string& text);
+// The finding codes of a JSON report (or of one jsonl target record), in report order.
+std::vector<std::string> codes_of(const json::Value& report);
 std::string read_text(const std::filesystem::path& p);
 
 struct CommandResult {
