@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # python3-torch (Debian, ~8 minutes to install on a fresh machine) is the independent oracle
 # that runs one MLP block of every fixture; the demo does not need it.
-export EXTRA_PACKAGES="${EXTRA_PACKAGES:-python3-torch}"
+# python3-sentencepiece trains the gemma families' tokenizer.model of the smoke models and
+# python3-regex gives the \p{L} classes of the byte-level BPE pre-tokenizer pattern
+# (tools/smoke/train_tiny.py); Python's re has no Unicode property classes.
+export EXTRA_PACKAGES="${EXTRA_PACKAGES:-python3-torch python3-sentencepiece python3-regex}"
 # The npm oracles (tests/oracles/package.json) go into tests/oracles/node_modules:
 # @huggingface/gguf, the independent GGUF reader of the fixture oracle test, and
 # @huggingface/jinja, the engine of transformers.js that the hf_jinja runtime is compared with.
