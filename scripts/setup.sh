@@ -14,6 +14,7 @@ PACKAGES=(
   libssl-dev                         # SHA-256 / SHA-1 (libcrypto)
   zlib1g-dev                         # inflate for deflated zip members (.npz, TorchScript code)
   liblzma-dev                        # LZMA/LZMA2 for 7z archives holding pickles
+  libicu-dev                         # Unicode regex (\p{L}, (?i:...)) and NFC/NFKC for the tokenizer encoders (ckpt_encode, ckpt-smoke only)
   libgtest-dev libgmock-dev          # unit tests
   libbenchmark-dev                   # micro-benchmarks
   libcpp-httplib-dev                 # loopback mock hub in tests

@@ -6,15 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # python3-torch (Debian, ~8 minutes to install on a fresh machine) is the independent oracle
 # that runs one MLP block of every fixture; the demo does not need it.
-# python3-sentencepiece trains the gemma families' tokenizer.model of the smoke models and
+# python3-sentencepiece (also the reference encoder for tokenizer.model) trains the gemma families' tokenizer.model of the smoke models and
 # python3-regex gives the \p{L} classes of the byte-level BPE pre-tokenizer pattern
 # (tools/smoke/train_tiny.py); Python's re has no Unicode property classes.
 export EXTRA_PACKAGES="${EXTRA_PACKAGES:-python3-torch python3-sentencepiece python3-regex}"
 # The npm oracles (tests/oracles/package.json) go into tests/oracles/node_modules:
 # @huggingface/gguf, the independent GGUF reader of the fixture oracle test, and
-# @huggingface/jinja, the engine of transformers.js that the hf_jinja runtime is compared with.
+# @huggingface/jinja, the engine of transformers.js that the hf_jinja runtime is compared with, and
+# @huggingface/tokenizers, the tokenizer.json encoder of transformers.js (test_encode's oracle).
 # Without Node or npm those tests report themselves skipped.
-if command -v npm >/dev/null && { [ ! -d tests/oracles/node_modules/@huggingface/gguf ] || [ ! -d tests/oracles/node_modules/@huggingface/jinja ]; }; then
+if command -v npm >/dev/null && { [ ! -d tests/oracles/node_modules/@huggingface/gguf ] || [ ! -d tests/oracles/node_modules/@huggingface/jinja ] || [ ! -d tests/oracles/node_modules/@huggingface/tokenizers ]; }; then
   npm install --prefix tests/oracles --no-audit --no-fund --silent || echo "setup: npm install of tests/oracles failed; the npm oracle tests will skip"
 fi
 if [ "${1:-}" = "--asan" ]; then
