@@ -14,7 +14,6 @@ PACKAGES=(
   libssl-dev                         # SHA-256 / SHA-1 (libcrypto)
   zlib1g-dev                         # inflate for deflated zip members (.npz, TorchScript code)
   liblzma-dev                        # LZMA/LZMA2 for 7z archives holding pickles
-  libicu-dev                         # Unicode regex (\p{L}, (?i:...)) and NFC/NFKC for the tokenizer encoders (ckpt_encode, ckpt-smoke only)
   libgtest-dev libgmock-dev          # unit tests
   libbenchmark-dev                   # micro-benchmarks
   libcpp-httplib-dev                 # loopback mock hub in tests
@@ -23,6 +22,7 @@ PACKAGES=(
   bash-completion zsh fish groff-base  # drive the installed completions in each shell; render the man pages (tests/package)
   python3 python3-numpy              # test oracles (independent safetensors reader, dequantisation)
   curl                               # fetch benchmark baseline
+  libopenblas-dev                    # matrix products of the smoke forward pass (src/smoke)
 )
 
 # scripts/test.sh adds the heavier test-only oracles through EXTRA_PACKAGES.

@@ -1,0 +1,183 @@
+// The smoke verdict: from the forward pass's statistics to ok / suspect / garbage, the layer
+// that breaks, and the SM findings (docs/checks.md).
+//
+// Thresholds, and why:
+// - garbage: a non-finite hidden state or logit, activations past kExplodeRms / kExplodeMax
+//   (no trained model's residual stream reaches them: float16 engines overflow far below), or
+//   a perplexity within a factor V^(1 - kNearUniform) of the uniform distribution's (a model
+//   that knows next to nothing about the text).
+// - suspect: a perplexity above kSuspectPpl (trained language models of every family in the
+//   registry, down to a few hundred million parameters, stay well below it on plain English
+//   and short code), or, for small vocabularies, above sqrt(V).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "smoke/internal.h"
+
+namespace ckpt::smoke {
+
+namespace {
+
+constexpr double kExplodeRms = 1e4, kExplodeMax = 1e6;
+constexpr double kNearUniform = 0.75;  // log(ppl) >= 0.75 log(V)
+constexpr double kSuspectPpl = 100;
+constexpr double kLocateGain = 2;      // skipping the layer must at least halve the perplexity
+
+std::string fixed(double v, int digits = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+double ppl_of(const StreamOut& s) { return s.predicted ? std::exp(s.nll_sum / s.predicted) : 0; }
+
+int32_t layer_of_stage(size_t stage, uint32_t L) { return stage >= 1 && stage <= L ? int32_t(stage - 1) : -1; }
+
+}  // namespace
+
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::ok: return "ok";
+    case Verdict::suspect: return "suspect";
+    case Verdict::garbage: return "garbage";
+    case Verdict::not_run: return "not run";
+  }
+  return "not run";
+}
+
+Result run_tokens(const Checkpoint& ck, const std::vector<uint32_t>& tokens, const Options& opts, std::vector<float>* logits) {
+  Result r;
+  r.tokens = tokens;
+  FindingSink sink;
+  auto done = [&]() -> Result {
+    r.findings = std::move(sink.findings());
+    return std::move(r);
+  };
+  if (tokens.size() < 2) {
+    sink.add("SM013", Severity::warning, "smoke pass not run: the text encodes to " + std::to_string(tokens.size()) +
+                                             " token(s); at least 2 are needed for one prediction",
+             "", "", "pass a longer --text");
+    return done();
+  }
+  Plan plan;
+  if (!make_plan(ck, plan, sink)) return done();
+  r.family = plan.hp.family;
+  for (const auto& n : plan.hp.notes) sink.add("SM014", Severity::info, "smoke pass approximation: " + n, ck.config.file);
+  const unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  const auto t0 = std::chrono::steady_clock::now();
+  ForwardOptions fo{threads, false, logits != nullptr};
+  ForwardOut f = forward(plan, tokens, fo);
+  auto failed = [&](const ForwardOut& x) {
+    if (x.error.empty()) return false;
+    std::string file;
+    if (auto it = plan.weights.by_name.find(x.error_tensor); it != plan.weights.by_name.end() && !it->second.parts.empty())
+      file = std::filesystem::relative(it->second.parts.front().file, ck.root).generic_string();
+    sink.add("SM015", Severity::error, "smoke pass stopped: " + x.error_tensor + ": " + x.error, file, x.error_tensor,
+             "the ST/AR/QZ findings name the cause when the header shows it");
+    return true;
+  };
+  if (failed(f) || f.streams.empty()) return done();
+  r.weight_bytes_read = f.weight_bytes;
+  r.layers = f.stats;
+  const StreamOut& main = f.streams[0];
+  if (logits) *logits = main.logits;
+  const uint32_t L = plan.hp.L;
+  r.perplexity = ppl_of(main);
+  r.top1_accuracy = main.predicted ? double(main.correct) / main.predicted : 0;
+  r.logits_finite = main.logits_finite;
+  // The head's rows are the vocabulary the model predicts over.
+  r.uniform_perplexity = double(plan.hp.V);
+  if (auto it = plan.weights.by_name.find(plan.hp.tied ? plan.hp.prefix + "embed_tokens.weight" : plan.hp.head);
+      it != plan.weights.by_name.end())
+    r.uniform_perplexity = double(it->second.rows);
+
+  // Statistics: the first stage that is non-finite, then the first that explodes.
+  int nonfinite = -1, exploded = -1;
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    const auto& s = r.layers[i];
+    if (nonfinite < 0 && !s.finite) nonfinite = int(i);
+    if (exploded < 0 && (s.rms > kExplodeRms || s.max_abs > kExplodeMax)) exploded = int(i);
+  }
+  const double lnV = std::log(std::max(2.0, r.uniform_perplexity));
+  const double lnP = std::log(std::max(1.0, r.perplexity));
+  const double suspect_ppl = std::min(kSuspectPpl, std::sqrt(r.uniform_perplexity));
+  const bool near_uniform = !std::isfinite(r.perplexity) || lnP >= kNearUniform * lnV;
+  if (nonfinite >= 0 || exploded >= 0 || !r.logits_finite || near_uniform) r.verdict = Verdict::garbage;
+  else if (r.perplexity > suspect_ppl) r.verdict = Verdict::suspect;
+  else r.verdict = Verdict::ok;
+
+  const int stage = nonfinite >= 0 ? nonfinite : exploded;
+  if (stage >= 0) {
+    r.first_broken = r.layers[size_t(stage)].name;
+    r.first_broken_layer = layer_of_stage(size_t(stage), L);
+  }
+  // Locate: one more pass, every decoder layer left out in turn; the layer whose removal
+  // restores the perplexity most is the one computing garbage.
+  if (r.verdict != Verdict::ok && opts.locate && L > 1) {
+    ForwardOptions lo{threads, true, false};
+    ForwardOut g = forward(plan, tokens, lo);
+    if (!failed(g)) {
+      double best = r.perplexity;
+      for (size_t i = 1; i < g.streams.size(); ++i) {
+        const double p = ppl_of(g.streams[i]);
+        r.skips.push_back({g.streams[i].skipped_layer, p});
+        if (g.streams[i].logits_finite && std::isfinite(p) && p * kLocateGain <= best) {
+          best = p;
+          r.located_layer = g.streams[i].skipped_layer;
+        }
+      }
+      if (!std::isfinite(r.perplexity) && r.located_layer < 0) {  // any finite skip beats a non-finite pass
+        for (const auto& s : r.skips)
+          if (std::isfinite(s.perplexity) && (r.located_layer < 0 || s.perplexity < best)) best = s.perplexity, r.located_layer = s.layer;
+      }
+    }
+  }
+  if (r.first_broken.empty() && r.located_layer >= 0) {
+    r.first_broken_layer = r.located_layer;
+    r.first_broken = "layer " + std::to_string(r.located_layer);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const std::string summary = "perplexity " + fixed(r.perplexity) + " on " + std::to_string(tokens.size()) +
+                              " tokens (uniform: " + fixed(r.uniform_perplexity, 0) + "), top-1 next-token accuracy " +
+                              fixed(100 * r.top1_accuracy, 1) + "%";
+  if (nonfinite >= 0)
+    sink.add("SM003", Severity::error, "hidden state is not finite after " + r.layers[size_t(nonfinite)].name +
+                                           " (the stages before it are finite)",
+             "", "", "a NaN/Inf weight, or a dtype whose bytes are another dtype's; `ckpt verify --deep` scans values");
+  else if (exploded >= 0)
+    sink.add("SM004", Severity::error, "activations explode after " + r.layers[size_t(exploded)].name + ": RMS " +
+                                           fixed(r.layers[size_t(exploded)].rms) + ", max |x| " + fixed(r.layers[size_t(exploded)].max_abs),
+             "", "", "weights read with the wrong scale or dtype, or a norm weight of the wrong convention");
+  if (!r.logits_finite && nonfinite < 0)
+    sink.add("SM003", Severity::error, "logits are not finite (every hidden state is)", "", plan.hp.tied ? plan.hp.prefix + "embed_tokens.weight" : plan.hp.head,
+             "the output head holds NaN/Inf or bytes of another dtype");
+  if (r.located_layer >= 0) {
+    double p = 0;
+    for (const auto& s : r.skips)
+      if (s.layer == r.located_layer) p = s.perplexity;
+    sink.add("SM005", Severity::info, "leaving out layer " + std::to_string(r.located_layer) + " lowers the perplexity from " +
+                                          fixed(r.perplexity) + " to " + fixed(p) + ": that layer computes garbage",
+             "", plan.hp.prefix + "layers." + std::to_string(r.located_layer) + ".",
+             "look for a transposed square projection, swapped gate/up halves, shifted scales or a norm of the wrong convention in it");
+  }
+  const std::string where = r.first_broken.empty() ? std::string() : "; first broken: " + r.first_broken;
+  if (r.verdict == Verdict::garbage) {
+    r.reason = near_uniform && stage < 0 && r.logits_finite ? "perplexity is near the uniform distribution's" : "non-finite or exploding values";
+    sink.add("SM001", Severity::error, "the model computes garbage: " + summary + where, "", "",
+             "every shape and dtype can check out while the numbers are wrong: see the findings above for where");
+  } else if (r.verdict == Verdict::suspect) {
+    r.reason = "perplexity above " + fixed(suspect_ppl, 0) + ", far above what trained models reach on the text";
+    sink.add("SM002", Severity::warning, "the model's predictions are suspect: " + summary + where, "", "",
+             "a trained model of any family predicts this text far better; a subtle numeric defect or an undertrained export");
+  } else {
+    r.reason = "perplexity within what trained models reach";
+    sink.add("SM006", Severity::info, "smoke pass ok: " + summary, "", "", "");
+  }
+  return done();
+}
+
+}  // namespace ckpt::smoke
