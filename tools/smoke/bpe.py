@@ -2,8 +2,13 @@
 BPE model: text is split by the pre-tokenizer pattern, each piece is mapped to the GPT-2 byte
 alphabet, and merges are applied lowest rank first."""
 import collections
+import sys
+import os
 
 import regex
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench"))
+import standin_sidefiles  # noqa: E402
 
 # The pre-tokenizer patterns of the real families (their tokenizer.json files).
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
@@ -13,22 +18,8 @@ QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 
 
-def gpt2_byte_alphabet():
-    """byte -> printable character: printable Latin-1 bytes map to themselves, the rest to
-    256 + n in byte order (GPT-2's bytes_to_unicode)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    mapping = {}
-    extra = 0
-    for byte in range(256):
-        if byte in printable:
-            mapping[byte] = chr(byte)
-        else:
-            mapping[byte] = chr(256 + extra)
-            extra += 1
-    return mapping
-
-
-BYTE_TO_CHAR = gpt2_byte_alphabet()
+# GPT-2's byte alphabet, as the bench's stand-in tokenizers build it (one table in the repo).
+BYTE_TO_CHAR = dict(enumerate(standin_sidefiles.byte_alphabet()))
 
 
 def pieces(text, pattern):
