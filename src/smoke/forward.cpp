@@ -504,7 +504,7 @@ class Forward {
 
   // The output head, a tile of rows at a time, into each stream's online log-sum-exp.
   void head(std::vector<Stream>& streams) {
-    std::string name = hp_.tied ? hp_.prefix + "embed_tokens.weight" : hp_.head;
+    std::string name = hp_.head_weight();
     auto src = loader_.find(name);
     if (!src && !hp_.tied) {  // a checkpoint that ties without saying so has no lm_head
       if (auto e = loader_.find(hp_.prefix + "embed_tokens.weight"); e && !loader_.find(hp_.head)) {

@@ -53,6 +53,8 @@ struct Hyper {
   std::string head = "lm_head.weight";
   bool tied = false;
   std::vector<std::string> notes;  // what was approximated (e.g. an unmodelled rope_scaling)
+  // The output head's weight: the embedding when tied.
+  std::string head_weight() const { return tied ? prefix + "embed_tokens.weight" : head; }
 };
 
 // A plan: the hyperparameters and the dequantized view of every weight.

@@ -123,7 +123,7 @@ bool make_plan(const Checkpoint& ck, Plan& plan, FindingSink& out) {
   }
 
   const bool gemma = hp.family.rfind("gemma", 0) == 0;
-  hp.eps = number(t, "rms_norm_eps").value_or(gemma ? 1e-6 : 1e-6);
+  hp.eps = number(t, "rms_norm_eps").value_or(1e-6);
   hp.norm_plus_one = gemma;
   hp.embed_scale = gemma;
   hp.sandwich_norms = hp.family == "gemma2" || hp.family == "gemma3_text";

@@ -90,7 +90,7 @@ Result run_tokens(const Checkpoint& ck, const std::vector<uint32_t>& tokens, con
   r.logits_finite = main.logits_finite;
   // The head's rows are the vocabulary the model predicts over.
   r.uniform_perplexity = double(plan.hp.V);
-  if (auto it = plan.weights.by_name.find(plan.hp.tied ? plan.hp.prefix + "embed_tokens.weight" : plan.hp.head);
+  if (auto it = plan.weights.by_name.find(plan.hp.head_weight());
       it != plan.weights.by_name.end())
     r.uniform_perplexity = double(it->second.rows);
 
@@ -153,7 +153,7 @@ Result run_tokens(const Checkpoint& ck, const std::vector<uint32_t>& tokens, con
                                            fixed(r.layers[size_t(exploded)].rms) + ", max |x| " + fixed(r.layers[size_t(exploded)].max_abs),
              "", "", "weights read with the wrong scale or dtype, or a norm weight of the wrong convention");
   if (!r.logits_finite && nonfinite < 0)
-    sink.add("SM003", Severity::error, "logits are not finite (every hidden state is)", "", plan.hp.tied ? plan.hp.prefix + "embed_tokens.weight" : plan.hp.head,
+    sink.add("SM003", Severity::error, "logits are not finite (every hidden state is)", "", plan.hp.head_weight(),
              "the output head holds NaN/Inf or bytes of another dtype");
   if (r.located_layer >= 0) {
     double p = 0;
