@@ -74,7 +74,7 @@ install(FILES ${CMAKE_BINARY_DIR}/ckpt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pk
 
 # Man pages and completions (the completions ask `ckpt --help` for commands and options, so
 # they cannot fall behind the binary).
-install(FILES ${CMAKE_SOURCE_DIR}/docs/man/ckpt.1 ${CMAKE_SOURCE_DIR}/docs/man/ckpt-fetch.1
+install(FILES ${CMAKE_SOURCE_DIR}/docs/man/ckpt.1 ${CMAKE_SOURCE_DIR}/docs/man/ckpt-fetch.1 ${CMAKE_SOURCE_DIR}/docs/man/ckpt-smoke.1
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT man)  # the .deb has them compressed
 install(FILES ${CMAKE_SOURCE_DIR}/completions/ckpt.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
         RENAME ckpt COMPONENT runtime)
@@ -83,4 +83,4 @@ install(FILES ${CMAKE_SOURCE_DIR}/completions/_ckpt DESTINATION ${CMAKE_INSTALL_
 install(FILES ${CMAKE_SOURCE_DIR}/completions/ckpt.fish DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d
         COMPONENT runtime)
 
-install(TARGETS ckpt ckpt-fetch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+install(TARGETS ckpt ckpt-fetch ckpt-smoke RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)

@@ -8,7 +8,7 @@ set(CKPT_DEB_MAINTAINER "ckpt maintainers <ckpt@packages.example.org>" CACHE STR
 # Debian wants man pages and changelogs compressed (gzip -n: reproducible), and docs beside them.
 set(ckpt_gz_dir ${CMAKE_BINARY_DIR}/packaging)
 set(ckpt_gz_files)
-foreach(pair "docs/man/ckpt.1;man/ckpt.1.gz" "docs/man/ckpt-fetch.1;man/ckpt-fetch.1.gz"
+foreach(pair "docs/man/ckpt.1;man/ckpt.1.gz" "docs/man/ckpt-fetch.1;man/ckpt-fetch.1.gz" "docs/man/ckpt-smoke.1;man/ckpt-smoke.1.gz"
              "packaging/debian/changelog;doc/changelog.gz")
   list(GET pair 0 in)
   list(GET pair 1 out)
@@ -22,7 +22,7 @@ add_custom_target(ckpt_compressed_docs ALL DEPENDS ${ckpt_gz_files})
 if(CKPT_BUILD_FUZZ)
   set_target_properties(ckpt_compressed_docs PROPERTIES EXCLUDE_FROM_ALL ON)
 endif()
-install(FILES ${ckpt_gz_dir}/man/ckpt.1.gz ${ckpt_gz_dir}/man/ckpt-fetch.1.gz
+install(FILES ${ckpt_gz_dir}/man/ckpt.1.gz ${ckpt_gz_dir}/man/ckpt-fetch.1.gz ${ckpt_gz_dir}/man/ckpt-smoke.1.gz
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT deb_only EXCLUDE_FROM_ALL)
 # With -DBUILD_SHARED_LIBS=ON the library is a third package named after its soname, as Debian
 # names shared-library packages (libckpt.so.0.1 -> libckpt0.1); ckpt-dev depends on it.

@@ -23,6 +23,7 @@ PACKAGES=(
   python3 python3-numpy              # test oracles (independent safetensors reader, dequantisation)
   curl                               # fetch benchmark baseline
   libopenblas-dev                    # matrix products of the smoke forward pass (src/smoke)
+  libonig-dev libutf8proc-dev        # tokenizer.json pre-tokenizer regexes and NFC/NFKC normalisers (src/encode)
 )
 
 # scripts/test.sh adds the heavier test-only oracles through EXTRA_PACKAGES.

@@ -490,13 +490,21 @@ class Forward {
     LayerStats s;
     s.name = std::move(name);
     double ss = 0;
-    for (float v : x) {
-      if (!std::isfinite(v)) {
-        s.finite = false;
-        continue;
+    const size_t H = hp_.H;
+    s.position_rms.reserve(T_);
+    for (size_t t = 0; t < T_; ++t) {
+      double row = 0;
+      for (size_t j = 0; j < H; ++j) {
+        const float v = x[t * H + j];
+        if (!std::isfinite(v)) {
+          s.finite = false;
+          continue;
+        }
+        row += double(v) * v;
+        s.max_abs = std::max(s.max_abs, double(std::fabs(v)));
       }
-      ss += double(v) * v;
-      s.max_abs = std::max(s.max_abs, double(std::fabs(v)));
+      ss += row;
+      s.position_rms.push_back(H ? std::sqrt(row / double(H)) : 0.0);
     }
     s.rms = x.empty() ? 0 : std::sqrt(ss / double(x.size()));
     out_.stats.push_back(std::move(s));

@@ -93,8 +93,9 @@ struct ForwardOptions {
 
 ForwardOut forward(const Plan& plan, const std::vector<uint32_t>& tokens, const ForwardOptions& o);
 
-// For tests: the pass over given ids (no tokenizer).
-Result run_tokens(const Checkpoint& ck, const std::vector<uint32_t>& tokens, const Options& opts,
-                  std::vector<float>* logits = nullptr);
+// The text as the checkpoint's tokenizer encodes it (with its special tokens); false with
+// `error` (file, what) when no tokenizer can encode it. `kind` names the file and model used.
+bool encode_text(const Checkpoint& ck, const std::string& text, std::vector<uint32_t>& ids, std::string& kind,
+                 std::string& error);
 
 }  // namespace ckpt::smoke

@@ -112,7 +112,7 @@ for o in $("$ckpt" verify --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
   [ "$o" = --help ] && continue
   grep -q -- "${o//-/\\\\-}" "$man" || fail "ckpt(1) does not document verify $o"
 done
-for page in "$man" "$src/docs/man/ckpt-fetch.1"; do
+for page in "$man" "$src/docs/man/ckpt-fetch.1" "$src/docs/man/ckpt-smoke.1"; do
   warnings=$(groff -man -Tutf8 -ww -z "$page" 2>&1)
   [ -z "$warnings" ] || fail "groff warnings in $(basename "$page"): $warnings"
 done

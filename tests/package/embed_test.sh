@@ -15,8 +15,8 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 pc=$(cd "$prefix" && find . -path '*/pkgconfig/ckpt.pc' | head -1)
 [ -n "$pc" ] || fail "no pkgconfig/ckpt.pc installed"
 libdir=$(dirname "$(dirname "${pc#./}")")  # lib, or lib/<multiarch> under /usr
-for f in bin/ckpt bin/ckpt-fetch include/ckpt/ckpt.h include/ckpt/version.h "$libdir/cmake/ckpt/ckptConfig.cmake" \
-         "$libdir/cmake/ckpt/ckptTargets.cmake" share/man/man1/ckpt.1 share/man/man1/ckpt-fetch.1 \
+for f in bin/ckpt bin/ckpt-fetch bin/ckpt-smoke include/ckpt/ckpt.h include/ckpt/version.h "$libdir/cmake/ckpt/ckptConfig.cmake" \
+         "$libdir/cmake/ckpt/ckptTargets.cmake" share/man/man1/ckpt.1 share/man/man1/ckpt-fetch.1 share/man/man1/ckpt-smoke.1 \
          share/bash-completion/completions/ckpt share/zsh/vendor-completions/_ckpt \
          share/fish/vendor_completions.d/ckpt.fish; do
   [ -e "$prefix/$f" ] || fail "$f not installed"
@@ -75,7 +75,7 @@ if [ -e "$shared" ]; then
   echo "shared: $soname, $(nm -D --defined-only "$shared" | wc -l) exported symbols, all in ckpt::"
 fi
 # The CLI carries its own copy of the modules (start-up time): it needs no libckpt at run time.
-for exe in ckpt ckpt-fetch; do
+for exe in ckpt ckpt-fetch ckpt-smoke; do
   ! readelf -d "$prefix/bin/$exe" | grep -q "NEEDED.*libckpt" || fail "$exe needs libckpt at run time"
   ! readelf -d "$prefix/bin/$exe" | grep -q "R.*PATH" || fail "$exe carries an RPATH/RUNPATH"
 done

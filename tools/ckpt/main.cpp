@@ -28,22 +28,32 @@ bool register_subcommand(const Subcommand& sub) {
   return true;
 }
 
-// Commands built into the sibling executable ckpt-fetch (see CMakeLists.txt: keeps libcurl out
-// of every other command's start-up).
-struct NetCommand {
+// Commands built into sibling executables (see CMakeLists.txt): ckpt-fetch keeps libcurl, and
+// ckpt-smoke keeps OpenBLAS, out of every other command's start-up.
+struct SiblingCommand {
   const char* name;
   const char* summary;
+  const char* executable;
 };
-constexpr NetCommand kNetCommands[] = {
-    {"fetch", "download a repo into the Hugging Face cache: pinned, resumable, verified"},
-    {"resolve", "print the local cache snapshot path of org/name[@revision]"},
+constexpr SiblingCommand kSiblingCommands[] = {
+    {"fetch", "download a repo into the Hugging Face cache: pinned, resumable, verified", "ckpt-fetch"},
+    {"resolve", "print the local cache snapshot path of org/name[@revision]", "ckpt-fetch"},
+    {"smoke", "judge a checkpoint's numbers with one CPU forward pass over a reference text", "ckpt-smoke"},
 };
+
+std::string sibling_executable(const char* name) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return name;
+  const std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + name;
+}
 
 static void print_usage(FILE* out) {
   std::fprintf(out, "usage: ckpt <command> [args...]\n\ncommands:\n");
   std::map<std::string, const char*> all;
   for (const auto& [name, sub] : registry()) all[name] = sub.summary;
-  for (const auto& c : kNetCommands) all.emplace(c.name, c.summary);
+  for (const auto& c : kSiblingCommands) all.emplace(c.name, c.summary);
   for (const auto& [name, summary] : all) std::fprintf(out, "  %-10s %s\n", name.c_str(), summary);
   std::fprintf(out, "\n'ckpt <command> --help' shows a command's options.\n");
 }
@@ -87,16 +97,10 @@ int main(int argc, char** argv) {
   }
   auto it = registry().find(argv[1]);
   if (it == registry().end()) {
-    for (const auto& c : kNetCommands) {
+    for (const auto& c : kSiblingCommands) {
       if (std::strcmp(argv[1], c.name) != 0) continue;
-      // This binary was built without the network commands: run the sibling that has them.
-      char self[4096];
-      ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-      std::string sibling = "ckpt-fetch";
-      if (n > 0) {
-        std::string dir(self, static_cast<size_t>(n));
-        sibling = dir.substr(0, dir.rfind('/') + 1) + "ckpt-fetch";
-      }
+      // This binary was built without the command: run the sibling that has it.
+      const std::string sibling = sibling_executable(c.executable);
       execv(sibling.c_str(), argv);
       std::fprintf(stderr, "ckpt %s: cannot run %s: %s (it is installed beside ckpt)\n", c.name, sibling.c_str(),
                    std::strerror(errno));

@@ -2,6 +2,7 @@
 // Static registration is safe here because these files are compiled straight
 // into the executable, not into a library the linker could prune.
 #pragma once
+#include <string>
 
 namespace ckpt::cli {
 
@@ -16,6 +17,9 @@ struct Subcommand {
 };
 
 bool register_subcommand(const Subcommand& sub);
+
+// The path of a sibling executable (ckpt-fetch, ckpt-smoke): beside this one.
+std::string sibling_executable(const char* name);
 
 }  // namespace ckpt::cli
 

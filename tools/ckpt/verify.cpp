@@ -19,6 +19,7 @@
 #include "progress.h"
 #include "subcommand.h"
 #include "verify_batch.h"
+#include "verify_smoke.h"
 #include "verify_target.h"
 
 namespace ckpt::cli {
@@ -48,7 +49,7 @@ int run_verify(int argc, char** argv) {
                "Exit 0: no error; 1: findings; 2: usage or unreadable target."};
   app.name(argv[0]);
   std::string target, format = "text", cache_dir;
-  bool deep = false, strict = false, quiet = false;
+  bool deep = false, strict = false, quiet = false, smoke = false;
   double progress_interval = 5;
   std::vector<std::string> ignore, select, engine_args;
   app.add_option("TARGET", target, "model directory, HF cache snapshot directory, or org/name[@revision] in the local HF cache");
@@ -69,6 +70,8 @@ int run_verify(int argc, char** argv) {
                "also read every byte of tensor data (HS family): content hashes against the cache's etags, "
                "NaN/Inf/all-zero scans of float tensors; read-only, parallel, one pass per file");
   app.add_flag("--strict", strict, "warnings also fail (exit 1)");
+  app.add_flag("--smoke", smoke, "when the header checks find no error, also run `ckpt smoke` (one CPU forward pass over "
+               "the built-in reference text) and add its findings (family SM) to the report");
   // One value per occurrence (repeatable, comma-separated): TARGET is optional since the batch
   // modes, so a multi-value option would swallow the target in `--select HS DIR`.
   app.add_option("--ignore", ignore, "codes or prefixes to drop, comma-separated (e.g. ST017,IX012)")->allow_extra_args(false);
@@ -97,6 +100,10 @@ int run_verify(int argc, char** argv) {
   }
   if (!batch_mode && target.empty()) {
     std::fprintf(stderr, "ckpt verify: a TARGET is required (or --cache / --targets FILE); see --help\n");
+    return 2;
+  }
+  if (batch_mode && smoke) {
+    std::fprintf(stderr, "ckpt verify: --smoke applies to a single TARGET (run ckpt smoke per target)\n");
     return 2;
   }
   if (!batch_mode && (app.count("--jobs") || !batch.shard.empty())) {
@@ -147,6 +154,10 @@ int run_verify(int argc, char** argv) {
                      ? "; --cache-dir DIR names the cache directly"
                      : "");
     return 2;
+  }
+  if (smoke) {
+    add_smoke_findings(result.report, settings);
+    timings::mark("smoke pass (ckpt-smoke)");
   }
   timings::mark("checks: sort findings");
   const Report& report = result.report;

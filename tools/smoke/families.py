@@ -321,12 +321,15 @@ class CausalLM(nn.Module):
             model_dtype = DTYPES.get(cfg.get("torch_dtype", "float32"), torch.float32)
             normaliser = torch.tensor(cfg["hidden_size"] ** 0.5, dtype=model_dtype).to(x.dtype)
             x = x * normaliser
+        self.stage_outputs = [("embed", x)]  # every stage ckpt smoke reports, for baselines
         layer_outputs = []
         for index, layer in enumerate(self.model.layers):
             if index != skip_layer:
                 x = layer(x)
             layer_outputs.append(x)
+            self.stage_outputs.append((f"layer {index}", x))
         x = self.model.norm(x)
+        self.stage_outputs.append(("final norm", x))
         weight = self.model.embed_tokens.weight if self.tied else self.lm_head.weight
         logits = (x @ weight.t()).float()
         cap = cfg.get("final_logit_softcapping") if cfg["model_type"] in ("gemma2", "gemma3_text") else None

@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bpe  # noqa: E402
+import baseline  # noqa: E402
 import families  # noqa: E402
 import safetensors_io  # noqa: E402
 
@@ -298,9 +299,10 @@ def main():
     # The perplexity of what was saved (rounded to the saved dtype), in float32.
     saved = families.CausalLM(cfg)
     saved.load_state_dict({name: t.float() for name, t in tensors.items()})
-    with torch.no_grad():
-        logits, _ = saved(id_tensor)
-    nll, perplexity, top1 = families.next_token_stats(logits, id_tensor)
+    # The run a healthy copy of this model reproduces: `ckpt smoke` judges the directory against it.
+    doc = baseline.compute(saved, ids, "tools/smoke/train_tiny.py (torch, float32)")
+    baseline.write(os.path.join(args.out_dir, "ckpt-smoke-baseline.json"), doc)
+    perplexity, top1 = doc["perplexity"], doc["top1_accuracy"]
     seconds = time.time() - started
     print(f"{args.family}: {len(ids)} tokens, vocab {vocab_size}, {sum(t.numel() for t in tensors.values())} "
           f"parameters, saved {args.dtype}: perplexity {perplexity:.3f}, top-1 {top1:.3f}, {seconds:.1f} s")

@@ -1,0 +1,182 @@
+// ckpt smoke against an independent implementation: tiny models of every supported family are
+// trained with python3-torch (tools/smoke/train_tiny.py, cached by ensure_model.py), then
+//  - the clean model must be judged ok, and its logits, per-stage hidden-state RMS and
+//    perplexity must agree with tests/smoke/torch_forward.py (a float32 torch forward pass
+//    written from the families' published definitions) within the tolerances below;
+//  - each planted numeric defect (tools/smoke/plant_defect.py) must turn the verdict suspect
+//    or garbage and name the layer it was planted in.
+// Without /usr/bin/python3 and torch, sentencepiece and regex the tests say skipped.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/json.h"
+#include "ckpt/smoke.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using namespace ckpt;
+
+namespace {
+
+// Agreement with torch, float32 on both sides: BLAS and torch sum in different orders, so
+// logits differ by rounding that grows with depth; these bounds hold with a margin of ~10x.
+constexpr double kLogitTolerance = 2e-3;   // max |logit_ckpt - logit_torch|
+constexpr double kNllTolerance = 1e-4;     // |mean NLL difference| (nats)
+constexpr double kRmsRelTolerance = 1e-4;  // per-stage hidden-state RMS, relative
+
+const char* kPython = "/usr/bin/python3";
+
+bool have_torch() {
+  static const bool ok = [] {
+    if (!fs::exists(kPython)) return false;
+    auto r = test::run_program({kPython, "-c", "import torch, sentencepiece, regex"});
+    return r.exit_code == 0;
+  }();
+  return ok;
+}
+
+#define REQUIRE_TORCH()                                                                              \
+  do {                                                                                               \
+    if (!have_torch()) GTEST_SKIP() << "skipped: /usr/bin/python3 with torch, sentencepiece and regex " \
+                                       "is absent (the trained smoke models and the torch reference need them)"; \
+  } while (0)
+
+std::string source(const std::string& rel) { return std::string(CKPT_SOURCE_DIR) + "/" + rel; }
+
+// The cached trained model of `family` (trained on first use).
+fs::path trained(const std::string& family, const std::string& dtype = "bf16") {
+  auto r = test::run_program({kPython, source("tools/smoke/ensure_model.py"), CKPT_SMOKE_MODELS_DIR, family, "--dtype", dtype});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::string dir = r.out;
+  while (!dir.empty() && (dir.back() == '\n' || dir.back() == '\r')) dir.pop_back();
+  return dir;
+}
+
+std::vector<uint32_t> ids_of(const fs::path& model) {
+  auto parsed = json::parse(test::read_text(model / "smoke_tokens.json"));
+  std::vector<uint32_t> ids;
+  if (!parsed.ok()) return ids;
+  for (const auto& v : parsed.value.find("ids")->as_array()) ids.push_back(uint32_t(v.as_int()));
+  return ids;
+}
+
+smoke::Result smoke_of(const fs::path& model, std::vector<float>* logits = nullptr) {
+  auto loaded = load_checkpoint(model.string());
+  EXPECT_FALSE(loaded.error) << (loaded.error ? loaded.error->message : "");
+  if (loaded.error) return {};
+  smoke::Options o;
+  o.threads = 2;
+  o.max_tokens = 0;  // the whole text: every position the tiny model was trained on
+  return smoke::run_tokens(*loaded.checkpoint, ids_of(model), o, logits);
+}
+
+std::string describe(const smoke::Result& r) {
+  std::string s = std::string(smoke::verdict_name(r.verdict)) + " ppl " + std::to_string(r.perplexity) + " located " +
+                  std::to_string(r.located_layer) + " first_broken '" + r.first_broken + "'";
+  for (const auto& f : r.findings) s += "\n  " + f.code + ": " + f.message;
+  return s;
+}
+
+const std::vector<std::string> kFamilies = {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma",
+                                            "gemma2", "gemma3", "mixtral", "qwen3_moe"};
+
+class SmokeFamily : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SmokeFamily, CleanModelIsOkAndAgreesWithTorch) {
+  REQUIRE_TORCH();
+  const fs::path model = trained(GetParam());
+  ASSERT_TRUE(fs::exists(model / "model.safetensors"));
+  std::vector<float> logits;
+  smoke::Result r = smoke_of(model, &logits);
+  EXPECT_EQ(r.verdict, smoke::Verdict::ok) << describe(r);
+  EXPECT_LT(r.perplexity, 2.0) << describe(r);
+  EXPECT_EQ(r.family, GetParam() == "gemma3" ? "gemma3_text" : GetParam());
+
+  test::TempDir tmp;
+  auto ref = test::run_program({kPython, source("tests/smoke/torch_forward.py"), model.string(), "--tokens",
+                                (model / "smoke_tokens.json").string(), "--out", (tmp / "torch.json").string()});
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  auto parsed = json::parse(test::read_text(tmp / "torch.json"));
+  ASSERT_TRUE(parsed.ok());
+  const json::Value& t = parsed.value;
+  const auto& rows = t.find("logits")->as_array();
+  const size_t T = r.tokens.size();
+  ASSERT_EQ(rows.size(), T);
+  const size_t V = rows[0].as_array().size();
+  ASSERT_EQ(logits.size(), T * V);
+  double worst = 0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < T; ++i)
+    for (size_t j = 0; j < V; ++j) {
+      const double d = std::fabs(double(logits[i * V + j]) - rows[i].as_array()[j].as_double());
+      if (d > worst) worst = d, worst_at = i * V + j;
+    }
+  EXPECT_LE(worst, kLogitTolerance) << "position " << worst_at / V << " token " << worst_at % V;
+  EXPECT_NEAR(std::log(r.perplexity), t.find("nll_mean")->as_double(), kNllTolerance);
+  const auto& rms = t.find("hidden_rms")->as_array();
+  // torch reports the hidden state after each decoder layer; ckpt's stages are embed, each layer, final norm.
+  ASSERT_EQ(rms.size() + 2, r.layers.size());
+  for (size_t i = 0; i < rms.size(); ++i)
+    EXPECT_NEAR(r.layers[i + 1].rms, rms[i].as_double(), kRmsRelTolerance * rms[i].as_double()) << r.layers[i + 1].name;
+  const double top1 = t.find("top1_accuracy")->as_double();
+  EXPECT_NEAR(r.top1_accuracy, top1, 2.0 / double(T)) << "at most a near-tie flipped";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SmokeFamily, ::testing::ValuesIn(kFamilies),
+                         [](const auto& info) { return info.param; });
+
+// A planted defect: the family, the defect, the layer it is planted in (-1: every tensor).
+struct Planted {
+  std::string family, defect;
+  int layer;
+  std::string dtype = "bf16";
+};
+
+std::vector<Planted> planted_cases() {
+  std::vector<Planted> out;
+  for (const auto& f : kFamilies) {
+    for (int layer : {0, 1, 2}) {
+      out.push_back({f, "transpose-square", layer});
+      out.push_back({f, "swap-gate-up", layer});
+      out.push_back({f, "norm-convention", layer});
+      if (f == "mixtral" || f == "qwen3_moe") out.push_back({f, "expert-wrong-axis", layer});
+    }
+    out.push_back({f, "bf16-as-f16", -1});
+    out.push_back({f, "bf16-as-f16", 1});
+  }
+  out.push_back({"llama", "f16-as-bf16", -1, "f16"});
+  out.push_back({"gemma2", "f16-as-bf16", 1, "f16"});
+  return out;
+}
+
+class SmokeDefect : public ::testing::TestWithParam<Planted> {};
+
+TEST_P(SmokeDefect, IsNotOkAndNamesTheLayer) {
+  REQUIRE_TORCH();
+  const Planted& p = GetParam();
+  const fs::path clean = trained(p.family, p.dtype);
+  test::TempDir tmp;
+  std::vector<std::string> argv = {kPython, source("tools/smoke/plant_defect.py"), clean.string(), (tmp / "m").string(), p.defect};
+  if (p.layer >= 0) argv.insert(argv.end(), {"--layer", std::to_string(p.layer)});
+  auto planted = test::run_program(argv);
+  ASSERT_EQ(planted.exit_code, 0) << planted.err;
+  smoke::Result r = smoke_of(tmp / "m");
+  EXPECT_NE(r.verdict, smoke::Verdict::ok) << describe(r);
+  EXPECT_NE(r.verdict, smoke::Verdict::not_run) << describe(r);
+  if (p.layer >= 0) EXPECT_EQ(r.first_broken_layer, p.layer) << describe(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Planted, SmokeDefect, ::testing::ValuesIn(planted_cases()), [](const auto& info) {
+  std::string n = info.param.family + "_" + info.param.defect + "_" + info.param.dtype + "_" +
+                  (info.param.layer < 0 ? std::string("all") : "layer" + std::to_string(info.param.layer));
+  for (char& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
+
+}  // namespace
