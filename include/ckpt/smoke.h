@@ -50,6 +50,7 @@ struct Options {
   const Baseline* baseline = nullptr;  // judge against this known-good run when its tokens match
   bool model_baseline = true;          // else read the model directory's own kBaselineFile, if any
   double baseline_tolerance = 0.02;    // allowed rise of the mean NLL over the baseline's (nats)
+  double stage_tolerance = 1e-3;      // allowed departure of a stage's per-position RMS from the baseline's (fraction)
 };
 
 enum class Verdict : uint8_t { ok, suspect, garbage, not_run };

@@ -87,6 +87,11 @@ int run_smoke(int argc, char** argv) {
   app.add_option("--baseline", baseline_file, "judge against this known-good run (a file --record-baseline wrote): the perplexity may "
                  "not rise past --tolerance, and the first stage that departs from it names the broken layer "
                  "(default: the model directory's own ckpt-smoke-baseline.json, if any)");
+  app.add_option("--stage-tolerance", o.stage_tolerance,
+                 "allowed departure of a stage's per-position hidden-state RMS from the baseline's, as a fraction (default "
+                 "0.001; a clean copy reproduces it to ~1e-6; a large value such as 1e9 judges by perplexity alone, e.g. a "
+                 "re-quantized copy against the float model's baseline)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--tolerance", o.baseline_tolerance, "allowed rise of the mean NLL over the baseline's, in nats per token (default 0.02)")
       ->check(CLI::NonNegativeNumber);
   bool no_baseline = false;
