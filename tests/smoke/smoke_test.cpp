@@ -127,6 +127,26 @@ TEST_P(SmokeFamily, CleanModelIsOkAndAgreesWithTorch) {
   EXPECT_NEAR(r.top1_accuracy, top1, 2.0 / double(T)) << "at most a near-tie flipped";
 }
 
+// What a user runs: `ckpt smoke MODEL` with no ids. The built-in text, encoded by ckpt's own
+// encoder (src/encode) from the model's tokenizer files, must give exactly the ids the training
+// script encoded (tools/smoke/bpe.py, python3-sentencepiece), so the baseline is compared, and
+// the verdict is the same.
+TEST_P(SmokeFamily, BuiltInTextEncodesAsTheTrainingScriptAndIsOk) {
+  REQUIRE_TORCH();
+  const fs::path model = trained(GetParam());
+  auto loaded = load_checkpoint(model.string());
+  ASSERT_FALSE(loaded.error);
+  smoke::Options o;
+  o.threads = 2;
+  o.max_tokens = 0;
+  smoke::Result r = smoke::run(*loaded.checkpoint, "", o);
+  EXPECT_EQ(r.tokens, ids_of(model)) << describe(r);
+  EXPECT_FALSE(r.tokenizer.empty());
+  EXPECT_EQ(r.verdict, smoke::Verdict::ok) << describe(r);
+  EXPECT_FALSE(r.baseline_file.empty()) << describe(r);
+  for (const auto& f : r.findings) EXPECT_NE(f.code, "SM008") << f.message;
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, SmokeFamily, ::testing::ValuesIn(kFamilies),
                          [](const auto& info) { return info.param; });
 
