@@ -16,17 +16,6 @@ using namespace ckpt;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("ckpt-smoke-cli-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 fs::path fixture(const fs::path& dir, const std::string& arch, const std::vector<std::string>& extra = {}) {
   fs::path out = dir / arch;
   std::vector<std::string> args = {"fixture", arch, out.string()};
@@ -58,9 +47,9 @@ json::Value parse_or_fail(const std::string& text) {
 }  // namespace
 
 TEST(smoke_cli, noise_weights_are_garbage_with_exit_1) {
-  TempDir t;
-  fs::path model = fixture(t.path, "llama");
-  auto r = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path, some_ids(64, 200)).string(), "--format", "json"});
+  test::TempDir t;
+  fs::path model = fixture(t.path(), "llama");
+  auto r = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path(), some_ids(64, 200)).string(), "--format", "json"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
   json::Value v = parse_or_fail(r.out);
@@ -74,10 +63,10 @@ TEST(smoke_cli, noise_weights_are_garbage_with_exit_1) {
 }
 
 TEST(smoke_cli, baseline_recorded_then_read_back_agrees_exactly) {
-  TempDir t;
-  fs::path model = fixture(t.path, "qwen3");
-  fs::path ids = ids_file(t.path, some_ids(40, 200));
-  fs::path base = t.path / "base.json";
+  test::TempDir t;
+  fs::path model = fixture(t.path(), "qwen3");
+  fs::path ids = ids_file(t.path(), some_ids(40, 200));
+  fs::path base = t.path() / "base.json";
   auto rec = test::run_ckpt({"smoke", model.string(), "--token-ids", ids.string(), "--record-baseline", base.string()});
   ASSERT_TRUE(fs::exists(base)) << rec.err;
   json::Value b = parse_or_fail(test::read_text(base));
@@ -90,33 +79,33 @@ TEST(smoke_cli, baseline_recorded_then_read_back_agrees_exactly) {
   for (const auto& s : v.find("stages")->as_array()) EXPECT_EQ(s.find("baseline_deviation")->as_double(), 0.0) << r.out;
   for (const auto& f : v.find("findings")->as_array()) EXPECT_NE(f.find("code")->as_string(), "SM008") << r.out;
   // Other ids than the baseline's: not compared, and said so.
-  auto other = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path, some_ids(30, 150)).string(), "--baseline",
+  auto other = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path(), some_ids(30, 150)).string(), "--baseline",
                                base.string(), "--format", "json"});
   EXPECT_NE(other.out.find("\"SM008\""), std::string::npos) << other.out;
 }
 
 TEST(smoke_cli, malformed_inputs_are_clear_errors) {
-  TempDir t;
-  fs::path model = fixture(t.path, "llama");
+  test::TempDir t;
+  fs::path model = fixture(t.path(), "llama");
   // A target that does not exist.
-  auto missing = test::run_ckpt({"smoke", (t.path / "nope").string()});
+  auto missing = test::run_ckpt({"smoke", (t.path() / "nope").string()});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_FALSE(missing.err.empty());
   // --token-ids: not JSON, not ids, an id past the vocabulary.
-  test::write_text(t.path / "bad.json", "[1, 2,");
-  auto bad = test::run_ckpt({"smoke", model.string(), "--token-ids", (t.path / "bad.json").string()});
+  test::write_text(t.path() / "bad.json", "[1, 2,");
+  auto bad = test::run_ckpt({"smoke", model.string(), "--token-ids", (t.path() / "bad.json").string()});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(std::regex_search(bad.err, std::regex("bad\\.json:1:[0-9]+:"))) << bad.err;
-  test::write_text(t.path / "neg.json", "[1, -2]");
-  auto neg = test::run_ckpt({"smoke", model.string(), "--token-ids", (t.path / "neg.json").string()});
+  test::write_text(t.path() / "neg.json", "[1, -2]");
+  auto neg = test::run_ckpt({"smoke", model.string(), "--token-ids", (t.path() / "neg.json").string()});
   EXPECT_EQ(neg.exit_code, 2);
   EXPECT_NE(neg.err.find("ids[1]"), std::string::npos) << neg.err;
-  auto past = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path, {1, 2, 99999999}).string(), "--format", "json"});
+  auto past = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path(), {1, 2, 99999999}).string(), "--format", "json"});
   EXPECT_NE(past.out.find("\"SM015\""), std::string::npos) << past.out << past.err;
   EXPECT_NE(past.out.find("99999999"), std::string::npos) << past.out;
   // A malformed baseline in the model directory: a warning, and the pass still runs.
   test::write_text(model / "ckpt-smoke-baseline.json", "{\"format\": \"ckpt-smoke-baseline/1\", \"token_ids\": \"x\"}");
-  auto base = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path, some_ids(20, 200)).string(), "--format", "json"});
+  auto base = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path(), some_ids(20, 200)).string(), "--format", "json"});
   EXPECT_EQ(base.exit_code, 1) << base.err;
   EXPECT_NE(base.out.find("\"SM008\""), std::string::npos) << base.out;
   fs::remove(model / "ckpt-smoke-baseline.json");
@@ -124,21 +113,21 @@ TEST(smoke_cli, malformed_inputs_are_clear_errors) {
   std::string cfg = test::read_text(model / "config.json");
   cfg = std::regex_replace(cfg, std::regex("\"model_type\": *\"llama\""), "\"model_type\": \"mamba\"");
   test::write_text(model / "config.json", cfg);
-  auto mamba = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path, some_ids(20, 200)).string()});
+  auto mamba = test::run_ckpt({"smoke", model.string(), "--token-ids", ids_file(t.path(), some_ids(20, 200)).string()});
   EXPECT_EQ(mamba.exit_code, 2) << mamba.out;
   EXPECT_NE(mamba.out.find("SM010"), std::string::npos) << mamba.out;
 }
 
 TEST(smoke_cli, verify_smoke_skips_a_checkpoint_with_header_errors) {
-  TempDir t;
-  fs::path model = fixture(t.path, "llama", {"--defect", "truncated-shard"});
+  test::TempDir t;
+  fs::path model = fixture(t.path(), "llama", {"--defect", "truncated-shard"});
   auto r = test::run_ckpt({"verify", model.string(), "--smoke", "--format", "json"});
   EXPECT_EQ(r.exit_code, 1);
   json::Value v = parse_or_fail(r.out);
   auto codes = test::codes_of(v);
   EXPECT_NE(std::find(codes.begin(), codes.end(), "ST014"), codes.end()) << r.out;
   EXPECT_NE(std::find(codes.begin(), codes.end(), "SM009"), codes.end()) << r.out;
-  auto batch = test::run_ckpt({"verify", "--targets", (t.path / "list").string(), "--smoke"});
+  auto batch = test::run_ckpt({"verify", "--targets", (t.path() / "list").string(), "--smoke"});
   EXPECT_EQ(batch.exit_code, 2);
 }
 

@@ -87,18 +87,12 @@ const std::vector<std::string> kFamilies = {"llama", "mistral", "qwen2", "qwen3"
 
 class SmokeFamily : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(SmokeFamily, CleanModelIsOkAndAgreesWithTorch) {
-  REQUIRE_TORCH();
-  const fs::path model = trained(GetParam());
-  ASSERT_TRUE(fs::exists(model / "model.safetensors"));
-  std::vector<float> logits;
-  smoke::Result r = smoke_of(model, &logits);
-  EXPECT_EQ(r.verdict, smoke::Verdict::ok) << describe(r);
-  EXPECT_LT(r.perplexity, 2.0) << describe(r);
-  EXPECT_EQ(r.family, GetParam() == "gemma3" ? "gemma3_text" : GetParam());
-
+// ckpt's figures for `model` against torch_forward.py run on `torch_model` (the same weights in
+// float, for a quantized model its dequantized copy), over the model's own smoke ids.
+void expect_agrees_with_torch(const fs::path& model, const fs::path& torch_model, const smoke::Result& r,
+                              const std::vector<float>& logits) {
   test::TempDir tmp;
-  auto ref = test::run_program({kPython, source("tests/smoke/torch_forward.py"), model.string(), "--tokens",
+  auto ref = test::run_program({kPython, source("tests/smoke/torch_forward.py"), torch_model.string(), "--tokens",
                                 (model / "smoke_tokens.json").string(), "--out", (tmp / "torch.json").string()});
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   auto parsed = json::parse(test::read_text(tmp / "torch.json"));
@@ -125,6 +119,18 @@ TEST_P(SmokeFamily, CleanModelIsOkAndAgreesWithTorch) {
     EXPECT_NEAR(r.layers[i + 1].rms, rms[i].as_double(), kRmsRelTolerance * rms[i].as_double()) << r.layers[i + 1].name;
   const double top1 = t.find("top1_accuracy")->as_double();
   EXPECT_NEAR(r.top1_accuracy, top1, 2.0 / double(T)) << "at most a near-tie flipped";
+}
+
+TEST_P(SmokeFamily, CleanModelIsOkAndAgreesWithTorch) {
+  REQUIRE_TORCH();
+  const fs::path model = trained(GetParam());
+  ASSERT_TRUE(fs::exists(model / "model.safetensors"));
+  std::vector<float> logits;
+  smoke::Result r = smoke_of(model, &logits);
+  EXPECT_EQ(r.verdict, smoke::Verdict::ok) << describe(r);
+  EXPECT_LT(r.perplexity, 2.0) << describe(r);
+  EXPECT_EQ(r.family, GetParam() == "gemma3" ? "gemma3_text" : GetParam());
+  expect_agrees_with_torch(model, model, r, logits);
 }
 
 // What a user runs: `ckpt smoke MODEL` with no ids. The built-in text, encoded by ckpt's own
@@ -198,5 +204,54 @@ INSTANTIATE_TEST_SUITE_P(Planted, SmokeDefect, ::testing::ValuesIn(planted_cases
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
 });
+
+// Quantized exports: tools/smoke/quantize.py (an independent Python quantizer written from the
+// layout facts) writes the trained model in MLX affine form and a baseline computed by torch on
+// the weights it dequantized. ckpt must read the same numbers (logits against torch on that
+// float copy), judge the clean export ok, and name the layer whose scales were shifted by one
+// group (tools/smoke/plant_defect.py scales-shifted).
+struct Quantized {
+  std::string family, scheme;
+};
+
+class SmokeQuantized : public ::testing::TestWithParam<Quantized> {};
+
+TEST_P(SmokeQuantized, CleanAgreesWithTorchAndShiftedScalesNameTheLayer) {
+  REQUIRE_TORCH();
+  const Quantized& q = GetParam();
+  const fs::path clean = trained(q.family);
+  test::TempDir tmp;
+  const fs::path model = tmp / "q", dequantized = tmp / "float";
+  auto made = test::run_program({kPython, source("tools/smoke/quantize.py"), clean.string(), model.string(), "--scheme",
+                                 q.scheme, "--float-copy", dequantized.string()});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::vector<float> logits;
+  smoke::Result r = smoke_of(model, &logits);
+  EXPECT_EQ(r.verdict, smoke::Verdict::ok) << describe(r);
+  ASSERT_FALSE(r.baseline_file.empty()) << describe(r);
+  EXPECT_NEAR(std::log(r.perplexity), std::log(r.baseline_perplexity), kNllTolerance);
+  expect_agrees_with_torch(model, dequantized, r, logits);
+  for (int layer : {0, 1, 2}) {
+    const fs::path broken = tmp / ("shifted-" + std::to_string(layer));
+    auto planted = test::run_program({kPython, source("tools/smoke/plant_defect.py"), model.string(), broken.string(),
+                                      "scales-shifted", "--layer", std::to_string(layer)});
+    ASSERT_EQ(planted.exit_code, 0) << planted.err;
+    smoke::Result b = smoke_of(broken);
+    EXPECT_NE(b.verdict, smoke::Verdict::ok) << "layer " << layer << ": " << describe(b);
+    EXPECT_NE(b.verdict, smoke::Verdict::not_run) << describe(b);
+    EXPECT_EQ(b.first_broken_layer, layer) << describe(b);
+  }
+}
+
+std::vector<Quantized> quantized_cases() {
+  std::vector<Quantized> out;
+  for (const auto& f : kFamilies) out.push_back({f, "mlx4"});
+  out.push_back({"llama", "mlx8"});
+  out.push_back({"qwen3_moe", "mlx8"});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, SmokeQuantized, ::testing::ValuesIn(quantized_cases()),
+                         [](const auto& info) { return info.param.family + "_" + info.param.scheme; });
 
 }  // namespace

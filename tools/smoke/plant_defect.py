@@ -14,7 +14,9 @@ defects:
                      in every expert of the layer)
   expert-wrong-axis  layer L's expert weights re-split from the stacked tensor along the wrong axis
   norm-convention    layer L's input_layernorm rewritten to the other convention (w <-> w - 1)
-  scales-shifted     not available: no quantized smoke export exists yet"""
+  scales-shifted     layer L's quantization scales (every `.scales` of the layer, a quantized
+                     export such as tools/smoke/quantize.py writes) shifted by one group along
+                     the input axis: each group is scaled with its neighbour's scale"""
 import argparse
 import json
 import os
@@ -93,6 +95,28 @@ def expert_wrong_axis(tensors, cfg, layer):
     return changed
 
 
+def shift_scales(path, layer):
+    """Rolls every per-group scale tensor of the layer by one group (last axis), in place in the
+    file's bytes: the packed weights (U32, which the torch-only reader does not load) stay as
+    they are, and every shape and dtype stays legal."""
+    header, metadata, data = safetensors_io.read_raw(path)
+    data = bytearray(data)
+    changed = []
+    for name, entry in sorted(header.items()):
+        if not (name.startswith(layer_prefix(layer)) and name.endswith(".scales")):
+            continue
+        begin, end = entry["data_offsets"]
+        scales = safetensors_io.tensor_from_bytes(entry["dtype"], entry["shape"], bytes(data[begin:end]))
+        if scales.shape[-1] < 2:
+            raise SystemExit(f"{name} has a single group: nothing to shift")
+        data[begin:end] = safetensors_io.tensor_to_bytes(torch.roll(scales, 1, dims=-1))
+        changed.append(name)
+    if not changed:
+        raise SystemExit(f"layer {layer} has no .scales tensors (is the model quantized? tools/smoke/quantize.py)")
+    safetensors_io.write_raw(path, header, metadata, bytes(data))
+    return changed
+
+
 def norm_convention(tensors, cfg, layer):
     name = layer_prefix(layer) + "input_layernorm.weight"
     weight = tensors[name].float()
@@ -110,9 +134,6 @@ def main():
     parser.add_argument("defect", choices=DEFECTS)
     parser.add_argument("--layer", type=int, help="the layer to break (default 0; the dtype relabels default to every tensor)")
     args = parser.parse_args()
-    if args.defect == "scales-shifted":
-        raise SystemExit("scales-shifted needs a quantized checkpoint; the smoke models are float only")
-
     if os.path.exists(args.out_dir):
         shutil.rmtree(args.out_dir)
     shutil.copytree(args.model_dir, args.out_dir)
@@ -120,7 +141,10 @@ def main():
         cfg = json.load(f)
     weights = os.path.join(args.out_dir, "model.safetensors")
 
-    if args.defect in ("bf16-as-f16", "f16-as-bf16"):
+    if args.defect == "scales-shifted":
+        layer = 0 if args.layer is None else args.layer
+        changed = shift_scales(weights, layer)
+    elif args.defect in ("bf16-as-f16", "f16-as-bf16"):
         source, target = ("BF16", "F16") if args.defect == "bf16-as-f16" else ("F16", "BF16")
         changed = relabel_dtype(weights, source, target, args.layer)
         layer = args.layer
