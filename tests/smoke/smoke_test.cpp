@@ -14,6 +14,7 @@
 #include <map>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/checks.h"
 #include "ckpt/json.h"
 #include "ckpt/smoke.h"
 #include "test_support.h"
@@ -191,6 +192,10 @@ TEST_P(SmokeDefect, IsNotOkAndNamesTheLayer) {
   if (p.layer >= 0) argv.insert(argv.end(), {"--layer", std::to_string(p.layer)});
   auto planted = test::run_program(argv);
   ASSERT_EQ(planted.exit_code, 0) << planted.err;
+  // Every shape and dtype still checks out: the header checks find no error.
+  auto loaded = load_checkpoint((tmp / "m").string());
+  ASSERT_FALSE(loaded.error);
+  for (const auto& f : run_checks(*loaded.checkpoint)) EXPECT_NE(f.severity, Severity::error) << f.code << " " << f.message;
   smoke::Result r = smoke_of(tmp / "m");
   EXPECT_NE(r.verdict, smoke::Verdict::ok) << describe(r);
   EXPECT_NE(r.verdict, smoke::Verdict::not_run) << describe(r);
@@ -206,7 +211,7 @@ INSTANTIATE_TEST_SUITE_P(Planted, SmokeDefect, ::testing::ValuesIn(planted_cases
 });
 
 // Quantized exports: tools/smoke/quantize.py (an independent Python quantizer written from the
-// layout facts) writes the trained model in MLX affine form and a baseline computed by torch on
+// layout facts) writes the trained model in MLX affine or GPTQ form and a baseline computed by torch on
 // the weights it dequantized. ckpt must read the same numbers (logits against torch on that
 // float copy), judge the clean export ok, and name the layer whose scales were shifted by one
 // group (tools/smoke/plant_defect.py scales-shifted).
@@ -248,6 +253,7 @@ std::vector<Quantized> quantized_cases() {
   for (const auto& f : kFamilies) out.push_back({f, "mlx4"});
   out.push_back({"llama", "mlx8"});
   out.push_back({"qwen3_moe", "mlx8"});
+  for (const char* f : {"llama", "qwen3", "qwen3_moe"}) out.push_back({f, "gptq4"});
   return out;
 }
 

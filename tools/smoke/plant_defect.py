@@ -16,7 +16,8 @@ defects:
   norm-convention    layer L's input_layernorm rewritten to the other convention (w <-> w - 1)
   scales-shifted     layer L's quantization scales (every `.scales` of the layer, a quantized
                      export such as tools/smoke/quantize.py writes) shifted by one group along
-                     the input axis: each group is scaled with its neighbour's scale"""
+                     the input axis: each group is scaled with its neighbour's scale (MLX
+                     scales [O, I/g]: the last axis; GPTQ scales [I/g, O]: axis 0)"""
 import argparse
 import json
 import os
@@ -95,28 +96,6 @@ def expert_wrong_axis(tensors, cfg, layer):
     return changed
 
 
-def shift_scales(path, layer):
-    """Rolls every per-group scale tensor of the layer by one group (last axis), in place in the
-    file's bytes: the packed weights (U32, which the torch-only reader does not load) stay as
-    they are, and every shape and dtype stays legal."""
-    header, metadata, data = safetensors_io.read_raw(path)
-    data = bytearray(data)
-    changed = []
-    for name, entry in sorted(header.items()):
-        if not (name.startswith(layer_prefix(layer)) and name.endswith(".scales")):
-            continue
-        begin, end = entry["data_offsets"]
-        scales = safetensors_io.tensor_from_bytes(entry["dtype"], entry["shape"], bytes(data[begin:end]))
-        if scales.shape[-1] < 2:
-            raise SystemExit(f"{name} has a single group: nothing to shift")
-        data[begin:end] = safetensors_io.tensor_to_bytes(torch.roll(scales, 1, dims=-1))
-        changed.append(name)
-    if not changed:
-        raise SystemExit(f"layer {layer} has no .scales tensors (is the model quantized? tools/smoke/quantize.py)")
-    safetensors_io.write_raw(path, header, metadata, bytes(data))
-    return changed
-
-
 def norm_convention(tensors, cfg, layer):
     name = layer_prefix(layer) + "input_layernorm.weight"
     weight = tensors[name].float()
@@ -125,6 +104,32 @@ def norm_convention(tensors, cfg, layer):
     rewritten = weight + 1.0 if cfg["model_type"] in families.GEMMA_TYPES else weight - 1.0
     tensors[name] = rewritten.to(tensors[name].dtype)
     return [name]
+
+
+def shift_scales(path, cfg, layer):
+    """Rolls each scale tensor of layer L by one group, in place on the raw bytes, so every
+    dtype and shape stays as written."""
+    header, metadata, data = safetensors_io.read_raw(path)
+    qc = cfg.get("quantization_config") or cfg.get("quantization") or {}
+    mlx = "quantization" in cfg and "quant_method" not in qc
+    if not mlx and qc.get("quant_method") != "gptq":
+        raise SystemExit("scales-shifted needs an MLX affine or GPTQ export (tools/smoke/quantize.py)")
+    data = bytearray(data)
+    changed = []
+    for name, entry in sorted(header.items()):
+        if not (name.startswith(layer_prefix(layer)) and name.endswith(".scales")):
+            continue
+        begin, end = entry["data_offsets"]
+        scale = safetensors_io.tensor_from_bytes(entry["dtype"], entry["shape"], bytes(data[begin:end]))
+        axis = -1 if mlx else 0  # MLX [O, I/g]; GPTQ [I/g, O]
+        if scale.shape[axis] < 2:
+            raise SystemExit(f"{name} has one group only; nothing to shift")
+        data[begin:end] = safetensors_io.tensor_to_bytes(torch.roll(scale, 1, dims=axis))
+        changed.append(name)
+    if not changed:
+        raise SystemExit(f"layer {layer} has no .scales tensors")
+    safetensors_io.write_raw(path, header, metadata, bytes(data))
+    return changed
 
 
 def main():
@@ -143,7 +148,7 @@ def main():
 
     if args.defect == "scales-shifted":
         layer = 0 if args.layer is None else args.layer
-        changed = shift_scales(weights, layer)
+        changed = shift_scales(weights, cfg, layer)
     elif args.defect in ("bf16-as-f16", "f16-as-bf16"):
         source, target = ("BF16", "F16") if args.defect == "bf16-as-f16" else ("F16", "BF16")
         changed = relabel_dtype(weights, source, target, args.layer)

@@ -1,8 +1,15 @@
 #!/usr/bin/python3
-"""Quantize a smoke checkpoint the way MLX exports it, independently of ckpt's C++, and write
+"""Quantize a smoke checkpoint the way MLX or AutoGPTQ exports it, independently of ckpt's C++, and write
 the quantized model's truth beside it.
 
-usage: quantize.py MODEL_DIR OUT_DIR --scheme mlx4|mlx8 [--float-copy DIR]
+usage: quantize.py MODEL_DIR OUT_DIR --scheme mlx4|mlx8|gptq4 [--float-copy DIR]
+
+gptq4 (section 3, AutoGPTQ v1 "gptq" format, sym, desc_act false, group 32): only the decoder
+layers' linear projections (embeddings, lm_head, norms and routers stay float) become qweight
+I32 [I/8, O] (packed along the input dimension, element j of a word at bit 4j), qzeros I32
+[I/32, O/8] (packed along the output dimension, storing z-1 = 7), scales F16 [I/32, O] and
+g_idx I32 [I] = i // 32, with w = scales * (q - 8); config.json gains quantization_config
+{quant_method "gptq", bits, group_size, desc_act, sym, ...} and quantize_config.json its copy.
 
 MLX affine (specs/quantization-layouts.md section 1): every Linear and Embedding whose input
 dimension divides by the group size (32 here) becomes weight U32 [O, I*b/32] (packed along the
@@ -30,7 +37,12 @@ import families  # noqa: E402
 import safetensors_io  # noqa: E402
 
 GROUP = 32
-SCHEMES = {"mlx4": 4, "mlx8": 8}
+SCHEMES = {"mlx4": 4, "mlx8": 8, "gptq4": 4}
+GPTQ_CONFIG = {"bits": 4, "group_size": GROUP, "damp_percent": 0.01, "desc_act": False, "static_groups": False,
+               "sym": True, "true_sequential": True, "model_name_or_path": None, "model_file_base_name": "model",
+               "quant_method": "gptq", "checkpoint_format": "gptq"}
+GPTQ_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "gate_proj", "up_proj", "down_proj",
+                "gate_up_proj", "w1", "w2", "w3")
 # Files a smoke model carries besides its weights and baseline.
 SIDE_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "generation_config.json", "smoke_tokens.json")
 
@@ -41,6 +53,18 @@ def is_quantized_module(name, tensor):
     if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight"):
         return False  # routers
     return "norm" not in name
+
+
+def pack_words(q, bits, dim):
+    """Unsigned codes q (int64) packed along `dim`, 32/bits per word, LSB first, as int32."""
+    per_word = 32 // bits
+    q = q.movedim(dim, -1)
+    q = q.reshape(*q.shape[:-1], q.shape[-1] // per_word, per_word)
+    words = torch.zeros(q.shape[:-1], dtype=torch.int64)
+    for j in range(per_word):
+        words |= q[..., j] << (j * bits)
+    words = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
+    return words.movedim(-1, dim).contiguous()
 
 
 def quantize(weight, bits, dtype):
@@ -55,13 +79,29 @@ def quantize(weight, bits, dtype):
     s, b = scales.float().unsqueeze(-1), biases.float().unsqueeze(-1)
     q = torch.round((groups - b) / s).clamp(0, levels).to(torch.int64)
     dequantized = (s * q.float() + b).reshape(rows, cols)
-    per_word = 32 // bits
-    q = q.reshape(rows, cols // per_word, per_word)
-    words = torch.zeros(rows, cols // per_word, dtype=torch.int64)
-    for j in range(per_word):
-        words |= q[..., j] << (j * bits)
-    packed = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)  # the u32 bits
-    return packed, scales, biases, dequantized
+    return pack_words(q.reshape(rows, cols), bits, 1), scales, biases, dequantized
+
+
+def is_gptq_module(name, tensor):
+    return (name.startswith("model.layers.") and name.endswith(".weight") and tensor.dim() == 2
+            and name[: -len(".weight")].rsplit(".", 1)[-1] in GPTQ_LINEARS and tensor.shape[-1] % GROUP == 0)
+
+
+def quantize_gptq(weight):
+    """weight [O, I] -> (qweight [I/8, O], qzeros [I/g, O/8], scales F16 [I/g, O], g_idx [I], dequantized)."""
+    w = weight.float().t()  # [I, O]: GPTQ keeps the input dimension first
+    cols_in, rows_out = w.shape
+    groups = w.reshape(cols_in // GROUP, GROUP, rows_out)
+    # AutoGPTQ's symmetric quantizer: scale = 2 max|w| / 15, zero = (15 + 1) / 2 = 8.
+    scales = (2 * groups.abs().max(dim=1).values / 15).clamp(min=1e-8).to(torch.float16)  # [G, O]
+    s = scales.float().unsqueeze(1)
+    zero = 8
+    q = (torch.round(groups / s) + zero).clamp(0, 15).to(torch.int64)
+    dequantized = (s * (q - zero).float()).reshape(cols_in, rows_out).t().contiguous()
+    qweight = pack_words(q.reshape(cols_in, rows_out), 4, 0)
+    qzeros = pack_words(torch.full((cols_in // GROUP, rows_out), zero - 1, dtype=torch.int64), 4, 1)  # v1: z - 1
+    g_idx = (torch.arange(cols_in) // GROUP).to(torch.int32)
+    return qweight, qzeros, scales, g_idx, dequantized
 
 
 def write_checkpoint(path, entries):
@@ -89,7 +129,19 @@ def main():
 
     entries, truth = {}, {}
     for name, t in tensors.items():
-        if is_quantized_module(name, t):
+        if args.scheme == "gptq4":
+            if is_gptq_module(name, t):
+                qweight, qzeros, scales, g_idx, dequantized = quantize_gptq(t)
+                module = name[: -len(".weight")]
+                entries[module + ".qweight"] = ("I32", qweight.shape, qweight.numpy().tobytes())
+                entries[module + ".qzeros"] = ("I32", qzeros.shape, qzeros.numpy().tobytes())
+                entries[module + ".scales"] = ("F16", scales.shape, safetensors_io.tensor_to_bytes(scales))
+                entries[module + ".g_idx"] = ("I32", g_idx.shape, g_idx.numpy().tobytes())
+                truth[name] = dequantized
+            else:
+                entries[name] = (safetensors_io.DTYPE_NAMES[t.dtype], t.shape, safetensors_io.tensor_to_bytes(t))
+                truth[name] = t.float()
+        elif is_quantized_module(name, t):
             packed, scales, biases, dequantized = quantize(t, bits, t.dtype)
             module = name[: -len(".weight")]
             entries[name] = ("U32", packed.shape, packed.numpy().tobytes())
@@ -107,8 +159,14 @@ def main():
         if os.path.exists(os.path.join(args.model_dir, side)):
             shutil.copy(os.path.join(args.model_dir, side), args.out_dir)
     quant_cfg = dict(cfg)
-    quant_cfg["quantization"] = {"group_size": GROUP, "bits": bits}
-    quant_cfg["quantization_config"] = {"group_size": GROUP, "bits": bits}
+    if args.scheme == "gptq4":
+        quant_cfg["quantization_config"] = dict(GPTQ_CONFIG)
+        with open(os.path.join(args.out_dir, "quantize_config.json"), "w") as f:
+            json.dump(GPTQ_CONFIG, f, indent=2)
+            f.write("\n")
+    else:
+        quant_cfg["quantization"] = {"group_size": GROUP, "bits": bits}
+        quant_cfg["quantization_config"] = {"group_size": GROUP, "bits": bits}
     with open(os.path.join(args.out_dir, "config.json"), "w") as f:
         json.dump(quant_cfg, f, indent=2)
         f.write("\n")
