@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "io/utf8.h"
+#include "util/utf8.h"
 
 namespace {
 bool valid_utf8(std::string_view s) { return !ckpt::io::first_invalid_utf8(s).has_value(); }
@@ -225,22 +226,7 @@ class Reader {
   // raw-unicode-escape: \uXXXX and \UXXXXXXXX become UTF-8, everything else is latin-1.
   std::string raw_unicode(std::string_view s) {
     std::string out;
-    auto put = [&](uint32_t cp) {
-      if (cp < 0x80) out += static_cast<char>(cp);
-      else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      }
-    };
+    auto put = [&](uint32_t cp) { util::append_utf8(out, cp); };
     for (size_t i = 0; i < s.size(); ++i) {
       if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
         const size_t n = s[i + 1] == 'u' ? 4 : 8;

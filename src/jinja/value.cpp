@@ -5,6 +5,7 @@
 
 #include "jinja/engine.h"
 #include "util/pyfloat.h"
+#include "util/utf8.h"
 
 namespace ckpt::jinja {
 
@@ -172,12 +173,7 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) out.push_back(char(cp));
-  else if (cp < 0x800) { out.push_back(char(0xC0 | (cp >> 6))); out.push_back(char(0x80 | (cp & 0x3F))); }
-  else if (cp < 0x10000) { out.push_back(char(0xE0 | (cp >> 12))); out.push_back(char(0x80 | ((cp >> 6) & 0x3F))); out.push_back(char(0x80 | (cp & 0x3F))); }
-  else { out.push_back(char(0xF0 | (cp >> 18))); out.push_back(char(0x80 | ((cp >> 12) & 0x3F))); out.push_back(char(0x80 | ((cp >> 6) & 0x3F))); out.push_back(char(0x80 | (cp & 0x3F))); }
-}
+void append_utf8(std::string& out, uint32_t cp) { util::append_utf8(out, cp); }
 
 bool py_isspace(uint32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= 9 && cp <= 13) || (cp >= 0x1c && cp <= 0x1f);

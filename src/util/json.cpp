@@ -12,6 +12,7 @@
 
 #include "io/limits.h"
 #include "util/pyfloat.h"
+#include "util/utf8.h"
 
 namespace ckpt::json {
 
@@ -565,24 +566,6 @@ const char* utf8_problem(std::string_view s, size_t& at) {
   return nullptr;
 }
 
-void append_wtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {  // surrogates too: the WTF-8 form of a lone \uD800-\uDFFF
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // Python's json.loads (the C scanner of CPython 3.11) on an already decoded document, one
 // event at a time: no recursion, no memory beyond the values it builds, a stack of at most
 // max_depth containers and an arena of unescaped keys.
@@ -815,7 +798,7 @@ class ExactReader {
               i_ += 6;
             }
           }
-          append_wtf8(out, cp);
+          util::append_utf8(out, cp);  // a lone surrogate as WTF-8
           continue;
         }
         default: return fail(std::string("invalid escape '\\") + (e >= 0x21 && e < 0x7f ? std::string(1, e) : "?") +
