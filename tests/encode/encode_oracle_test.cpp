@@ -52,7 +52,7 @@ std::vector<std::string> test_strings() {
       "email@example.com https://example.com/path?q=1&r=2", "tab\tsep\tvalues", "trailing spaces    ",
       "   leading spaces", "CamelCaseWordsHere", "UPPER lower MiXeD", "Привет мир", "مرحبا بالعالم", "שלום",
       "γειά σου κόσμε", "한국어 텍스트", "中文，标点。", "\u200b zero width", "x\u0300\u0301\u0302",
-      "'''quoted'''", "\"double\" 'single'", "a\n\n\nb", "\n\n", " \n ", "$100 & 50%", "[1, 2, 3]",
+      "'''quoted'''", "\"double\" 'single'", "a\n\n\nb", "\n\n", " \n ", "$100 & 50%", "[1, 2, 3]", "<|user|>hello <|user|> the thing", "XYZ QQQ qqq",
   };
   for (const char* h : hard) out.push_back(h);
   out.push_back("");
@@ -137,6 +137,8 @@ train("spm_unk", model_type="bpe", byte_fallback=False, normalization_rule_name=
 # nmt_nfkc normalisation (refused); a Unigram model
 train("spm_nfkc", model_type="bpe", byte_fallback=True, vocab_size=420)
 train("spm_unigram", model_type="unigram", byte_fallback=True, normalization_rule_name="identity", vocab_size=400, hard_vocab_limit=False)
+train("spm_unigram_unk", model_type="unigram", byte_fallback=False, normalization_rule_name="identity", vocab_size=200,
+      hard_vocab_limit=False, character_coverage=0.995, user_defined_symbols=["<|user|>"])
 )PY";
 
 struct Fixtures {
@@ -357,6 +359,7 @@ TEST(EncodeOracle, SentencePieceMatchesPython) {
   compare_with_spm(fx.dir / "spm_unk", "unk/suffix tokenizer.model", R"({"add_bos_token":false,"add_eos_token":true})",
                    false, true);
   compare_with_spm(fx.dir / "spm_unigram", "unigram tokenizer.model", "", true, false);
+  compare_with_spm(fx.dir / "spm_unigram_unk", "unigram unk tokenizer.model", "", true, false);
   for (const char* refused : {"spm_nfkc"}) {
     std::string err;
     EXPECT_FALSE(ckpt::encode::load_sentencepiece(read_text(fx.dir / refused / "tokenizer.model"), "", err));

@@ -191,6 +191,11 @@ TEST(EncodeRules, UnigramViterbi) {
   // unknown characters: unk score = min - 10, consecutive unks fused into one
   EXPECT_EQ(enc(*e, "azzb"), (Ids{1, 0, 2}));
   EXPECT_EQ(ckpt::encode::describe(*e), "tokenizer.json: Unigram, 6 tokens");
+  // byte fallback: the fused unknown piece "zz" becomes its bytes
+  std::string k =
+      R"({"model":{"type":"Unigram","unk_id":0,"byte_fallback":true,"vocab":[["<unk>",0.0],["a",-1.5],["b",-1.5],["<0x7A>",-5.0]]}})";
+  auto f = load(k);
+  EXPECT_EQ(enc(*f, "azzb"), (Ids{1, 3, 3, 2}));
 }
 
 TEST(EncodeRules, Describe) {
