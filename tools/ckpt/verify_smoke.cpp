@@ -22,12 +22,6 @@ namespace {
 
 constexpr size_t kMaxReportBytes = 64u << 20;  // a smoke report is a few KB; a runaway child is cut off
 
-bool matches(const std::string& code, const std::vector<std::string>& patterns) {
-  for (const auto& p : patterns)
-    if (code.rfind(p, 0) == 0) return true;
-  return false;
-}
-
 struct ChildRun {
   std::string out, err, spawn_error;
   int status = -1;
@@ -147,9 +141,7 @@ void add_smoke_findings(Report& report, const VerifySettings& settings) {
     }
   }
   for (auto& f : added) {
-    if (!settings.ignore_codes.empty() && matches(f.code, settings.ignore_codes)) continue;
-    if (!settings.select_codes.empty() && !matches(f.code, settings.select_codes)) continue;
-    report.findings.push_back(std::move(f));
+    if (settings.keeps(f.code)) report.findings.push_back(std::move(f));
   }
   const Summary counted = count_findings(report.findings);
   report.summary.errors = counted.errors;

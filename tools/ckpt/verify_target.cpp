@@ -16,6 +16,11 @@ bool matches(const std::string& code, const std::vector<std::string>& patterns) 
 
 }  // namespace
 
+bool VerifySettings::keeps(const std::string& code) const {
+  if (!ignore_codes.empty() && matches(code, ignore_codes)) return false;
+  return select_codes.empty() || matches(code, select_codes);
+}
+
 bool TargetResult::failed() const {
   if (!load_error.empty()) return true;
   return report.summary.errors > 0 || (strict && report.summary.warnings > 0);
@@ -60,9 +65,7 @@ TargetResult verify_target(const std::string& target, const VerifySettings& sett
   report.root = ck.root.string();
   report.file_prefix = file_prefix_for(target);
   for (auto& f : all) {
-    if (!settings.ignore_codes.empty() && matches(f.code, settings.ignore_codes)) continue;
-    if (!settings.select_codes.empty() && !matches(f.code, settings.select_codes)) continue;
-    report.findings.push_back(std::move(f));
+    if (settings.keeps(f.code)) report.findings.push_back(std::move(f));
   }
   report.summary = summary_for(report.findings, ck);
   report.elapsed_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();

@@ -19,6 +19,8 @@ struct VerifySettings {
   const engines::Selection* gguf_default = nullptr;  // llama.cpp: a GGUF-only target's default engine
   std::vector<std::string> ignore_codes, select_codes;
   LoadOptions load;
+  // --ignore / --select: whether a finding of this code is reported (exact codes or prefixes).
+  bool keeps(const std::string& code) const;
 };
 
 struct TargetResult {
