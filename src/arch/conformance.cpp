@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "arch/layer_replay.h"
 #include "ckpt/name_index.h"
 #include "ckpt/quant.h"
 
@@ -129,6 +131,9 @@ class ViewIds {
   std::vector<std::string_view> keys_;
 };
 
+std::atomic<bool> layer_replay_on{true};
+std::atomic<uint64_t> layer_replay_count{0};
+
 struct Engine {
   const ConformanceInput& in;
   unsigned fam;
@@ -176,6 +181,7 @@ struct Engine {
 
   void emit(const char* code, Severity sev, std::string msg, std::string file, std::string tensor,
             std::string hint) {
+    ++emit_calls;  // a layer that emits anything, shown or not, represents no other (layer replay)
     unsigned need = code[0] == 'C' ? kCF : code[0] == 'A' ? kAR : kQZ;
     if (!(fam & need)) return;
     if (capture) {  // a trial resolution (check_module): kept aside until one is chosen
@@ -205,18 +211,86 @@ struct Engine {
   bool has_companions(std::string_view module) {
     if (module.data() != comp_module.data() || module.size() != comp_module.size()) {
       comp_module = module;
-      comp_answer = companions.contains(module) > 0;
+      comp_answer = companion_lookup(module);
     }
     return comp_answer;
   }
 
-  const ActualTensor* get(std::string_view name) const {
+  // ---- layer replay (arch/layer_replay.h) ------------------------------------------------
+  struct Recorder {
+    std::string base;                       // "<prefix>layers.<i>." of the layer being recorded
+    std::vector<replay::Lookup> lookups;    // each distinct lookup, in first-asked order
+    std::unordered_set<std::string> seen;   // 't' or 'c' + the name after the base
+    bool valid = true;
+  };
+  static constexpr size_t kMaxRepresentatives = 16;  // layouts per checkpoint (a few in practice)
+  Recorder* recorder = nullptr;
+  std::vector<replay::Representative> representatives;
+  size_t emit_calls = 0;
+  bool unmemoized_used = false;  // a module resolved outside the memo (resolve_module)
+  std::string replay_name;
+  std::vector<uint32_t> replay_marks;
+
+  void record(bool companion, std::string_view name, uint32_t tensor, bool found) {
+    Recorder& r = *recorder;
+    if (!name.starts_with(r.base)) {  // a lookup outside the layer: its verdict is not the layer's own
+      r.valid = false;
+      return;
+    }
+    std::string key(1, companion ? 'c' : 't');
+    key.append(name.substr(r.base.size()));
+    if (!r.seen.insert(std::move(key)).second) return;
+    if (!companion && tensor != UINT32_MAX && consumed[tensor]) r.valid = false;  // consumed before the layer
+    r.lookups.push_back({companion, std::string(name.substr(r.base.size())), tensor, found, false});
+  }
+
+  // Judge `run` as its representative was judged, when every recorded lookup finds the same
+  // (presence, dtype, shape) under this layer's base; false, with nothing changed, otherwise.
+  bool replay_run(const replay::Representative& rep, const replay::Run& run) {
+    const std::string base = replay::layer_base(view.prefix, run.layer);
+    replay_marks.clear();
+    for (const auto& lk : rep.lookups) {
+      replay_name.assign(base);
+      replay_name += lk.rest;
+      if (lk.companion) {
+        if (companions.contains(replay_name) != lk.found) return false;
+        continue;
+      }
+      const uint32_t id = by_name.find(replay_name);
+      const uint32_t t = id == ViewIds::npos ? kNone : tensor_of[id];
+      if ((t == kNone) != (lk.tensor == kNone)) return false;
+      if (t == kNone) continue;
+      const ActualTensor& a = in.tensors[t];
+      const ActualTensor& b = in.tensors[lk.tensor];
+      if (a.dtype != b.dtype || !same_shape(a.shape, b.shape) || consumed[t]) return false;
+      if (lk.newly_consumed) replay_marks.push_back(t);
+    }
+    for (uint32_t t : replay_marks) consumed[t] = 1;
+    layer_replay_count.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  static constexpr uint32_t kNone = UINT32_MAX;
+  // Every lookup of a name while a layer is checked goes through these two, so a recorded
+  // layer's lookups are all known (layer replay).
+  uint32_t tensor_index(std::string_view name) {
     const uint32_t id = by_name.find(name);
-    return id == ViewIds::npos ? nullptr : &in.tensors[tensor_of[id]];
+    const uint32_t t = id == ViewIds::npos ? kNone : tensor_of[id];
+    if (recorder) record(false, name, t, t != kNone);
+    return t;
+  }
+  bool companion_lookup(std::string_view module) {
+    const bool found = companions.contains(module);
+    if (recorder) record(true, module, kNone, found);
+    return found;
+  }
+  const ActualTensor* get(std::string_view name) {
+    const uint32_t t = tensor_index(name);
+    return t == kNone ? nullptr : &in.tensors[t];
   }
   void consume(std::string_view name) {
-    const uint32_t id = by_name.find(name);
-    if (id != ViewIds::npos) consumed[tensor_of[id]] = 1;
+    const uint32_t t = tensor_index(name);
+    if (t != kNone) consumed[t] = 1;
   }
   void consume(const ActualTensor* a) { consumed[static_cast<size_t>(a - in.tensors.data())] = 1; }
   std::string file_of(std::string_view name) {
@@ -693,7 +767,10 @@ struct Engine {
   quant::Resolution unmemoized;
   const quant::Resolution& resolve_module(std::string_view module, ModuleKind kind, uint64_t I, quant::Evidence ev) {
     if (!memo_allowed) memo_allowed = scheme->name_rules_digit_free();
-    if (!*memo_allowed) return unmemoized = scheme->resolve(module, kind, I, ev);
+    if (!*memo_allowed) {
+      unmemoized_used = true;
+      return unmemoized = scheme->resolve(module, kind, I, ev);
+    }
     memo_key.assign(module);
     index_digits.clear();
     for (size_t b = 0; b < memo_key.size();) {
@@ -707,7 +784,10 @@ struct Engine {
       }
       b = e + 1;
     }
-    if (index_digits.empty()) return unmemoized = scheme->resolve(module, kind, I, ev);
+    if (index_digits.empty()) {
+      unmemoized_used = true;
+      return unmemoized = scheme->resolve(module, kind, I, ev);
+    }
     const size_t name_len = memo_key.size();
     memo_key.push_back('\0');
     memo_key.push_back(static_cast<char>(kind));
@@ -726,6 +806,7 @@ struct Engine {
       it = resolution_memo.emplace(memo_key, std::move(keep)).first;
     }
     if (it->second) return *it->second;
+    unmemoized_used = true;
     return unmemoized = scheme->resolve(module, kind, I, ev);
   }
 
@@ -1093,8 +1174,7 @@ struct Engine {
     size_t tower_present = 0, tower_total = 0;
     auto present_any = [&](const ExpectedTensor& x) {
       if (get(x.name)) return true;
-      std::string_view m = x.module();
-      return companions.contains(m) > 0;
+      return companion_lookup(x.module());
     };
     for (const auto& x : plan) {
       if (x.presence == Presence::Group) {
@@ -1136,15 +1216,14 @@ struct Engine {
         if (id != ViewIds::npos && id < tensor_of.size()) __builtin_prefetch(&in.tensors[tensor_of[id]]);
       }
     };
-    for (size_t k = 0; k < plan.size(); ++k) {
-      prefetch_ahead(k);
+    auto check_entry = [&](size_t k) {
       const ExpectedTensor& x = plan[k];
-      if (in_mismatched_expert_layer(x.name)) continue;
-      if (x.tower && tower_absent) continue;
+      if (in_mismatched_expert_layer(x.name)) return;
+      if (x.tower && tower_absent) return;
       const bool present = x.presence == Presence::Required || present_any(x);
       if (x.presence == Presence::Group) {
         auto g = groups[x.group];
-        if (g.first == 0) continue;  // the whole group absent: legitimate
+        if (g.first == 0) return;  // the whole group absent: legitimate
         if (!present) {
           if (x.mtp) {
             emit("AR013", Severity::warning,
@@ -1158,10 +1237,10 @@ struct Engine {
                  "layers >= num_hidden_layers - num_kv_shared_layers may omit k_proj, v_proj and k_norm "
                  "together or ship all three; anything in between is a broken export");
           }
-          continue;
+          return;
         }
       }
-      if (x.presence == Presence::Optional && !present) continue;
+      if (x.presence == Presence::Optional && !present) return;
       if (x.presence == Presence::Optional && x.name == view.head && present && view.tied) {
         bool strict_fail = view.arch && !view.arch->strict_loader_pops_tied_head;
         emit("AR012", strict_fail ? Severity::warning : Severity::info,
@@ -1176,15 +1255,64 @@ struct Engine {
                                x.shape.size() >= 2 && !x.tower;
       if (weight_like) {
         check_module(x);
-        continue;
+        return;
       }
       const ActualTensor* a = get(x.name);
       if (!a) {
         missing(x);
-        continue;
+        return;
       }
       consume(a);
       check_plain(x, *a);
+    };
+    // Decoder layers that repeat a checked layer's layout are replayed (arch/layer_replay.h).
+    const std::vector<replay::Run> runs = expert_mismatch_layers.empty() && layer_replay_on.load()
+                                              ? replay::runs_of(plan, view.prefix)
+                                              : std::vector<replay::Run>{};
+    auto check_range = [&](size_t b, size_t e) {
+      for (size_t k = b; k < e; ++k) {
+        prefetch_ahead(k);
+        check_entry(k);
+      }
+    };
+    size_t next_run = 0;
+    for (size_t k = 0; k < plan.size();) {
+      if (next_run < runs.size() && runs[next_run].begin == k) {
+        const replay::Run& run = runs[next_run++];
+        k = run.end;
+        if (!run.eligible) {
+          check_range(run.begin, run.end);
+          continue;
+        }
+        const size_t base_size = replay::layer_base(view.prefix, run.layer).size();
+        const replay::Representative* match = nullptr;
+        for (const auto& rep : representatives)
+          if (replay::same_layout(plan, rep, run, base_size)) {
+            match = &rep;
+            break;
+          }
+        if (match && replay_run(*match, run)) continue;
+        if (match || representatives.size() >= kMaxRepresentatives) {
+          check_range(run.begin, run.end);
+          continue;
+        }
+        Recorder r;
+        r.base = replay::layer_base(view.prefix, run.layer);
+        const size_t emits_before = emit_calls;
+        unmemoized_used = false;
+        recorder = &r;
+        check_range(run.begin, run.end);
+        recorder = nullptr;
+        if (r.valid && emit_calls == emits_before && !unmemoized_used) {
+          for (auto& lk : r.lookups)
+            if (!lk.companion && lk.tensor != kNone) lk.newly_consumed = consumed[lk.tensor] != 0;
+          representatives.push_back({run.begin, run.end, r.base.size(), std::move(r.lookups)});
+        }
+        continue;
+      }
+      prefetch_ahead(k);
+      check_entry(k);
+      ++k;
     }
 
     if (tower_absent)
@@ -1260,6 +1388,9 @@ struct Engine {
 };
 
 }  // namespace
+
+void set_layer_replay(bool on) { layer_replay_on.store(on); }
+uint64_t layer_replays() { return layer_replay_count.load(); }
 
 void check_conformance(const ConformanceInput& in, unsigned families, FindingSink& sink) {
   if (!in.config) return;

@@ -1,6 +1,7 @@
 // Private: config <-> tensors conformance (the engine behind the CF, AR and QZ families).
 // Header-only input: names, dtypes and shapes; tensor data is never read.
 #pragma once
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,12 @@ struct ConformanceInput {
 
 // Emit the findings of the selected families (bitmask of Families).
 void check_conformance(const ConformanceInput& in, unsigned families, FindingSink& sink);
+
+// Layer replay (arch/layer_replay.h) is on unless turned off; tests turn it off to prove that
+// it changes no finding.
+void set_layer_replay(bool on);
+// Decoder layers judged by replay so far in this process (for tests and CKPT_TIMINGS readers).
+uint64_t layer_replays();
 
 }  // namespace ckpt::arch
 
