@@ -990,8 +990,11 @@ struct Engine {
     std::string_view last_cont;
     int64_t* last_slot = nullptr;
     for (const auto& t : in.tensors) {
-      auto p = t.name.find(".experts.");
-      if (p == std::string_view::npos) continue;
+      // Names of one container come together: one that starts with the last container (whose
+      // ".experts." was the first in its name, so it is the first in this one too) needs no search.
+      size_t p;
+      if (!last_cont.empty() && t.name.starts_with(last_cont)) p = last_cont.size() - 9;
+      else if ((p = t.name.find(".experts.")) == std::string_view::npos) continue;
       size_t q = p + 9, r = q;
       while (r < t.name.size() && r - q < 9 && t.name[r] >= '0' && t.name[r] <= '9') ++r;
       if (r == q || r >= t.name.size() || t.name[r] != '.') continue;
