@@ -263,7 +263,8 @@ std::vector<Quantized> quantized_cases() {
   out.push_back({"qwen3_moe", "mlx8"});
   for (const char* scheme : {"gptq4", "awq4", "ct-pack4", "fp8-block"})
     for (const char* f : {"llama", "qwen3", "qwen3_moe"}) out.push_back({f, scheme});
-  for (const char* scheme : {"awq4", "ct-pack4", "fp8-block"}) out.push_back({"mixtral", scheme});
+  for (const char* scheme : {"awq4", "ct-pack4", "fp8-block"})
+    for (const char* f : {"mixtral", "phi3"}) out.push_back({f, scheme});  // phi3: fused qkv_proj, gate_up_proj
   return out;
 }
 
