@@ -17,6 +17,7 @@
 #include "ckpt/checks.h"
 #include "ckpt/json.h"
 #include "ckpt/smoke.h"
+#include "format/float_decode.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -230,6 +231,13 @@ TEST_P(SmokeQuantized, CleanAgreesWithTorchAndShiftedScalesNameTheLayer) {
   auto made = test::run_program({kPython, source("tools/smoke/quantize.py"), clean.string(), model.string(), "--scheme",
                                  q.scheme, "--float-copy", dequantized.string()});
   ASSERT_EQ(made.exit_code, 0) << made.err;
+  // The export is what the real exporter writes: the header checks (ckpt verify's QZ family
+  // among them) find no error, and every quantized module is dequantized, none skipped.
+  {
+    auto loaded = load_checkpoint(model.string());
+    ASSERT_FALSE(loaded.error) << loaded.error->message;
+    for (const auto& f : run_checks(*loaded.checkpoint)) EXPECT_NE(f.severity, Severity::error) << f.code << " " << f.message;
+  }
   std::vector<float> logits;
   smoke::Result r = smoke_of(model, &logits);
   EXPECT_EQ(r.verdict, smoke::Verdict::ok) << describe(r);
@@ -253,11 +261,42 @@ std::vector<Quantized> quantized_cases() {
   for (const auto& f : kFamilies) out.push_back({f, "mlx4"});
   out.push_back({"llama", "mlx8"});
   out.push_back({"qwen3_moe", "mlx8"});
-  for (const char* f : {"llama", "qwen3", "qwen3_moe"}) out.push_back({f, "gptq4"});
+  for (const char* scheme : {"gptq4", "awq4", "ct-pack4", "fp8-block"})
+    for (const char* f : {"llama", "qwen3", "qwen3_moe"}) out.push_back({f, scheme});
+  for (const char* scheme : {"awq4", "ct-pack4", "fp8-block"})
+    for (const char* f : {"mixtral", "phi3"}) out.push_back({f, scheme});  // phi3: fused qkv_proj, gate_up_proj
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, SmokeQuantized, ::testing::ValuesIn(quantized_cases()),
-                         [](const auto& info) { return info.param.family + "_" + info.param.scheme; });
+                         [](const auto& info) {
+                           std::string n = info.param.family + "_" + info.param.scheme;
+                           for (char& c : n)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+// The FP8 E4M3 encoder of tools/smoke/quantize.py (tools/smoke/e4m3.py, numpy) checks itself
+// against a table of the 256 codes read from the format definition; that table must also be
+// what ckpt's decoder (format/float_decode.h, used by every FP8 reader) gives, code by code.
+TEST(SmokeE4m3, TableFromTheDefinitionIsCkptsDecoder) {
+  REQUIRE_TORCH();
+  test::TempDir tmp;
+  auto r = test::run_program({kPython, source("tools/smoke/e4m3.py"), "--table", (tmp / "e4m3.json").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto parsed = json::parse(test::read_text(tmp / "e4m3.json"));
+  ASSERT_TRUE(parsed.ok());
+  const auto& values = parsed.value.as_array();
+  ASSERT_EQ(values.size(), 256u);
+  for (unsigned code = 0; code < 256; ++code) {
+    const float mine = floats::from_e4m3(uint8_t(code));
+    if (values[code].is_null()) {
+      EXPECT_TRUE(std::isnan(mine)) << "code " << code;
+    } else {
+      EXPECT_EQ(mine, float(values[code].as_double())) << "code " << code;
+      EXPECT_EQ(std::signbit(mine), code >= 0x80) << "code " << code;
+    }
+  }
+}
 
 }  // namespace

@@ -14,10 +14,12 @@ defects:
                      in every expert of the layer)
   expert-wrong-axis  layer L's expert weights re-split from the stacked tensor along the wrong axis
   norm-convention    layer L's input_layernorm rewritten to the other convention (w <-> w - 1)
-  scales-shifted     layer L's quantization scales (every `.scales` of the layer, a quantized
+  scales-shifted     layer L's quantization scales (every scale tensor of the layer, a quantized
                      export such as tools/smoke/quantize.py writes) shifted by one group along
                      the input axis: each group is scaled with its neighbour's scale (MLX
-                     scales [O, I/g]: the last axis; GPTQ scales [I/g, O]: axis 0)"""
+                     `.scales` [O, I/g]: the last axis; GPTQ and AWQ `.scales` [I/g, O]: axis 0;
+                     compressed-tensors `.weight_scale` [O, I/g]: the last axis; FP8 block
+                     `.weight_scale_inv` [O/b0, I/b1]: the last axis, one block column)"""
 import argparse
 import json
 import os
@@ -111,23 +113,26 @@ def shift_scales(path, cfg, layer):
     dtype and shape stays as written."""
     header, metadata, data = safetensors_io.read_raw(path)
     qc = cfg.get("quantization_config") or cfg.get("quantization") or {}
-    mlx = "quantization" in cfg and "quant_method" not in qc
-    if not mlx and qc.get("quant_method") != "gptq":
-        raise SystemExit("scales-shifted needs an MLX affine or GPTQ export (tools/smoke/quantize.py)")
+    method = "mlx" if "quantization" in cfg and "quant_method" not in qc else qc.get("quant_method")
+    # the scale tensor's suffix and its group axis (the input dimension's groups)
+    suffix, axis = {"mlx": (".scales", -1), "gptq": (".scales", 0), "awq": (".scales", 0),
+                    "compressed-tensors": (".weight_scale", -1), "fp8": (".weight_scale_inv", -1)}.get(method, (None, None))
+    if suffix is None:
+        raise SystemExit("scales-shifted needs an MLX affine, GPTQ, AWQ, compressed-tensors or FP8 export "
+                         "(tools/smoke/quantize.py)")
     data = bytearray(data)
     changed = []
     for name, entry in sorted(header.items()):
-        if not (name.startswith(layer_prefix(layer)) and name.endswith(".scales")):
+        if not (name.startswith(layer_prefix(layer)) and name.endswith(suffix)):
             continue
         begin, end = entry["data_offsets"]
         scale = safetensors_io.tensor_from_bytes(entry["dtype"], entry["shape"], bytes(data[begin:end]))
-        axis = -1 if mlx else 0  # MLX [O, I/g]; GPTQ [I/g, O]
         if scale.shape[axis] < 2:
             raise SystemExit(f"{name} has one group only; nothing to shift")
         data[begin:end] = safetensors_io.tensor_to_bytes(torch.roll(scale, 1, dims=axis))
         changed.append(name)
     if not changed:
-        raise SystemExit(f"layer {layer} has no .scales tensors")
+        raise SystemExit(f"layer {layer} has no {suffix} tensors")
     safetensors_io.write_raw(path, header, metadata, bytes(data))
     return changed
 
