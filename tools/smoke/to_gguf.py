@@ -33,6 +33,7 @@ import json
 import math
 import os
 import shutil
+import struct
 import sys
 
 import numpy as np
@@ -46,14 +47,17 @@ import gguf_io  # noqa: E402
 import safetensors_io  # noqa: E402
 from gguf_io import ARRAY, BOOL, F32, I32, STRING, U32  # noqa: E402
 
-ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe"}
+ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma",
+        "mixtral": "llama"}
 TYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q4_k": "Q4_K"}
 FALLBACK = {"Q4_K": "Q5_0", "Q5_0": "F16", "Q4_0": "F16", "Q8_0": "F16"}
 FILE_TYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "Q4_K": 15, "BF16": 32}  # llama_ftype (Q4_K: Q4_K_M)
 PARTS = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
          "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
          "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate",
-         "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate": "ffn_gate_inp"}
+         "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.gate": "ffn_gate_inp",
+         "block_sparse_moe.gate": "ffn_gate_inp"}
+EXPERT_PARTS = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate", "w3": "up", "w2": "down"}
 PRE = {bpe.LLAMA3_PATTERN: "llama-bpe", bpe.QWEN2_PATTERN: "qwen2", bpe.GPT2_PATTERN: "gpt-2"}
 
 
@@ -102,7 +106,87 @@ def gguf_name(name, cfg):
     raise ValueError(f"no GGUF name for {name}")
 
 
+def _varint(b, p):
+    v = s = 0
+    while True:
+        c = b[p]
+        p += 1
+        v |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return v, p
+
+
+def _fields(b):
+    """(field, wire, value) of one protobuf message; value: int, or bytes for wire 2, or the raw 4/8 bytes."""
+    p = 0
+    while p < len(b):
+        tag, p = _varint(b, p)
+        f, w = tag >> 3, tag & 7
+        if w == 0:
+            v, p = _varint(b, p)
+        elif w == 2:
+            n, p = _varint(b, p)
+            v, p = b[p:p + n], p + n
+        elif w == 5:
+            v, p = b[p:p + 4], p + 4
+        elif w == 1:
+            v, p = b[p:p + 8], p + 8
+        else:
+            raise ValueError("protobuf wire type %d" % w)
+        yield f, w, v
+
+
+def sentencepiece_kvs(model_dir):
+    """tokenizer.model (SentencePiece ModelProto: pieces = 1 {piece 1, score 2, type 3}, trainer_spec
+    = 2 {unk_id 40, bos_id 41, eos_id 42, pad_id 43}, normalizer_spec = 3 {add_dummy_prefix 3,
+    remove_extra_whitespaces 4}) -> tokenizer.ggml.model llama, as the converter writes it."""
+    with open(os.path.join(model_dir, "tokenizer.model"), "rb") as f:
+        blob = f.read()
+    with open(os.path.join(model_dir, "tokenizer_config.json")) as f:
+        tcfg = json.load(f)
+    tokens, scores, types = [], [], []
+    ids = {"unk": 0, "bos": 1, "eos": 2, "pad": -1}
+    add_prefix, remove_ws = True, True
+    for f, w, v in _fields(blob):
+        if f == 1 and w == 2:
+            piece, score, ptype = "", 0.0, 1
+            for pf, pw, pv in _fields(v):
+                if pf == 1:
+                    piece = pv.decode("utf-8")
+                elif pf == 2:
+                    score = struct.unpack("<f", pv)[0]
+                elif pf == 3:
+                    ptype = pv
+            tokens.append(piece)
+            scores.append(score)
+            types.append(ptype)
+        elif f == 2 and w == 2:
+            for tf, tw, tv in _fields(v):
+                if tw == 0 and tf in (40, 41, 42, 43):
+                    tv = tv - (1 << 64) if tv >= 1 << 63 else tv
+                    ids[{40: "unk", 41: "bos", 42: "eos", 43: "pad"}[tf]] = tv
+        elif f == 3 and w == 2:
+            for nf, nw, nv in _fields(v):
+                if nf == 3:
+                    add_prefix = bool(nv)
+                elif nf == 4:
+                    remove_ws = bool(nv)
+    kvs = [("tokenizer.ggml.model", STRING, "llama"), ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
+           ("tokenizer.ggml.scores", ARRAY, (F32, scores)), ("tokenizer.ggml.token_type", ARRAY, (I32, types))]
+    for key, name in (("bos_token_id", "bos"), ("eos_token_id", "eos"), ("unknown_token_id", "unk"), ("padding_token_id", "pad")):
+        if 0 <= ids[name] < len(tokens):
+            kvs.append((f"tokenizer.ggml.{key}", U32, ids[name]))
+    kvs += [("tokenizer.ggml.add_bos_token", BOOL, bool(tcfg.get("add_bos_token", True))),
+            ("tokenizer.ggml.add_eos_token", BOOL, bool(tcfg.get("add_eos_token", False))),
+            ("tokenizer.ggml.add_space_prefix", BOOL, add_prefix),
+            ("tokenizer.ggml.remove_extra_whitespaces", BOOL, remove_ws)]
+    return kvs
+
+
 def tokenizer_kvs(model_dir):
+    if not os.path.exists(os.path.join(model_dir, "tokenizer.json")) and os.path.exists(os.path.join(model_dir, "tokenizer.model")):
+        return sentencepiece_kvs(model_dir)
     with open(os.path.join(model_dir, "tokenizer.json")) as f:
         tok = json.load(f)
     with open(os.path.join(model_dir, "tokenizer_config.json")) as f:
@@ -165,6 +249,8 @@ def convert(model_dir, out_path, qtype, float_copy=None):
            (f"{arch}.rope.dimension_count", U32, hd), (f"{arch}.rope.freq_base", F32, float(cfg.get("rope_theta", 10000.0))),
            (f"{arch}.attention.layer_norm_rms_epsilon", F32, float(cfg["rms_norm_eps"])),
            (f"{arch}.vocab_size", U32, cfg["vocab_size"])]
+    if mt == "mixtral":
+        kvs += [(f"{arch}.expert_count", U32, cfg["num_local_experts"]), (f"{arch}.expert_used_count", U32, cfg["num_experts_per_tok"])]
     if mt == "qwen3_moe":
         kvs += [(f"{arch}.expert_count", U32, cfg["num_experts"]), (f"{arch}.expert_used_count", U32, cfg["num_experts_per_tok"]),
                 (f"{arch}.expert_feed_forward_length", U32, cfg["moe_intermediate_size"])]
@@ -178,6 +264,9 @@ def convert(model_dir, out_path, qtype, float_copy=None):
         if arch == "llama" and gname.endswith((".attn_q.weight", ".attn_k.weight")):
             perm = nh if ".attn_q." in gname else nkv
             w = permute(w, perm)
+        plus_one = arch == "gemma" and gname.endswith("norm.weight")
+        if plus_one:  # the converter stores Gemma's zero-centred norms as 1 + w; llama.cpp multiplies by them
+            w = w + np.float32(1)
         if w.ndim == 1:
             t = "F32"
         else:
@@ -189,6 +278,8 @@ def convert(model_dir, out_path, qtype, float_copy=None):
         back = gguf_io.dequantize(t, raw, ne)
         if perm:
             back = unpermute(back, perm)
+        if plus_one:
+            back = back - np.float32(1)
         out.append((gname, t, ne, raw))
         if hf is not None:
             truth[hf] = torch.from_numpy(np.ascontiguousarray(back))
@@ -198,14 +289,14 @@ def convert(model_dir, out_path, qtype, float_copy=None):
     experts = {}
     for name in names:
         w = tensors[name].float().numpy()
-        if ".experts." in name:  # model.layers.N.mlp.experts.E.gate_proj.weight -> stacked ffn_*_exps
+        if ".experts." in name:  # model.layers.N.{mlp,block_sparse_moe}.experts.E.{gate_proj,w1}.weight -> ffn_*_exps
             p = name.split(".")
             experts.setdefault((int(p[2]), p[6]), {})[int(p[5])] = (name, w)
             continue
         put(name, gguf_name(name, cfg), w)
     for (layer, proj), by_e in sorted(experts.items()):
         stacked = np.stack([by_e[e][1] for e in sorted(by_e)])
-        gname = f"blk.{layer}.ffn_{proj.split('_')[0]}_exps.weight"
+        gname = f"blk.{layer}.ffn_{EXPERT_PARTS[proj]}_exps.weight"
         put(None, gname, stacked)
         back = torch.from_numpy(np.ascontiguousarray(gguf_io.dequantize(out[-1][1], out[-1][3], out[-1][2])))
         for e in sorted(by_e):
