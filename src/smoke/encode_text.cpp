@@ -18,6 +18,26 @@ bool encode_text(const Checkpoint& ck, const std::string& text, std::vector<uint
                  std::string& error) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (is_gguf_target(ck)) {
+    // A GGUF is run as llama.cpp runs it: with the vocabulary it carries, whatever lies beside it.
+    const Shard* shard = ck.gguf_models.size() == 1 ? ck.gguf_models.front().first(ck.gguf_shards) : nullptr;
+    if (!shard || !shard->gguf || !shard->gguf->metadata_ok) {
+      error = ck.gguf_models.size() > 1 ? "the directory holds " + std::to_string(ck.gguf_models.size()) + " GGUF models; name one"
+                                        : "the GGUF's metadata could not be read";
+      return false;
+    }
+    auto encoder = encode::load_gguf_vocab(*shard->gguf, error);
+    if (!encoder) {
+      error = shard->file + ": " + error;
+      return false;
+    }
+    kind = encoder->describe();
+    if (!encode::encode(*encoder, text, /*add_special_tokens=*/true, ids, error)) {
+      error = shard->file + ": " + error;
+      return false;
+    }
+    return true;
+  }
   std::string config;
   const fs::path config_path = ck.root / "tokenizer_config.json";
   if (fs::is_regular_file(config_path, ec)) {
@@ -46,8 +66,7 @@ bool encode_text(const Checkpoint& ck, const std::string& text, std::vector<uint
     break;
   }
   if (!encoder) {
-    error = ck.gguf_models.empty() ? "the model directory has neither tokenizer.json nor tokenizer.model"
-                                   : "a GGUF's own vocabulary is not encoded by ckpt smoke yet";
+    error = "the model directory has neither tokenizer.json nor tokenizer.model";
     return false;
   }
   kind = encoder->describe();

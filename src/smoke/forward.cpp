@@ -153,11 +153,13 @@ std::vector<double> inv_freq(const Rope& r) {
     }
   } else if (r.scaling == "longrope" && r.short_factor.size() == f.size()) {
     for (size_t i = 0; i < f.size(); ++i) f[i] /= r.short_factor[i];
+  } else if (r.scaling == "factors" && r.freq_factors.size() == f.size()) {
+    for (size_t i = 0; i < f.size(); ++i) f[i] /= r.freq_factors[i];
   }
   return f;
 }
 
-// Rotates the first rot_dim dims of every head in place (rotate_half layout).
+// Rotates the first rot_dim dims of every head in place (rotate_half layout, or adjacent pairs).
 void apply_rope(std::vector<float>& x, uint64_t T, uint32_t heads, uint32_t hd, const Rope& r, const std::vector<double>& f) {
   const uint32_t half = r.rot_dim / 2;
   std::vector<float> c(half), s(half);
@@ -170,9 +172,10 @@ void apply_rope(std::vector<float>& x, uint64_t T, uint32_t heads, uint32_t hd, 
     for (uint32_t h = 0; h < heads; ++h) {
       float* v = x.data() + (t * heads + h) * hd;
       for (uint32_t i = 0; i < half; ++i) {
-        const float x1 = v[i], x2 = v[i + half];
-        v[i] = x1 * c[i] - x2 * s[i];
-        v[i + half] = x2 * c[i] + x1 * s[i];
+        const uint32_t a = r.adjacent ? 2 * i : i, b = r.adjacent ? 2 * i + 1 : i + half;
+        const float x1 = v[a], x2 = v[b];
+        v[a] = x1 * c[i] - x2 * s[i];
+        v[b] = x2 * c[i] + x1 * s[i];
       }
     }
   }

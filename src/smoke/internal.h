@@ -24,6 +24,9 @@ struct Rope {
   double low_freq_factor = 1, high_freq_factor = 4, original_max = 8192;  // llama3
   std::vector<double> short_factor;  // longrope, for texts within original_max
   double attention_factor = 1;     // longrope: cos/sin multiplier
+  std::vector<double> freq_factors;  // "factors": each frequency divided by its factor (GGUF rope_freqs)
+  bool adjacent = false;           // pairs (2j, 2j+1) instead of (j, j + rot/2): llama.cpp's "normal"
+                                   // RoPE over a `llama` GGUF's permuted q/k rows (gguf_plan.cpp)
 };
 
 // Everything the forward pass needs to know about a family, resolved from config.json.
@@ -66,6 +69,10 @@ struct Plan {
 // From config.json and the weight table; false with a finding (SM010/SM011) when the pass
 // cannot run.
 bool make_plan(const Checkpoint& ck, Plan& plan, FindingSink& out);
+// A target that is one GGUF model and no safetensors weights: planned from the GGUF's own
+// metadata and encoded with its own vocabulary (gguf_plan.cpp).
+bool is_gguf_target(const Checkpoint& ck);
+bool make_gguf_plan(const Checkpoint& ck, Plan& plan, FindingSink& out);
 
 // One stream of the forward pass: the text run through the model, optionally with one
 // decoder layer left out (the located pass).

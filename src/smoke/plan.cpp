@@ -78,6 +78,7 @@ bool read_rope(const json::Value* text, const json::Value* scaling, double theta
 }  // namespace
 
 bool make_plan(const Checkpoint& ck, Plan& plan, FindingSink& out) {
+  if (is_gguf_target(ck)) return make_gguf_plan(ck, plan, out);
   Hyper& hp = plan.hp;
   if (!ck.config.ok() || !ck.config.value.is_object()) {
     out.add("SM010", Severity::warning, "smoke pass not run: config.json is absent or unreadable", ck.config.file, "",
