@@ -21,6 +21,7 @@
 #include "ckpt/json.h"
 #include "ckpt/smoke.h"
 #include "inspect/dequant.h"
+#include "smoke_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -28,43 +29,9 @@ using namespace ckpt;
 
 namespace {
 
-// As tests/smoke/smoke_test.cpp: float32 on both sides, different summation orders.
-constexpr double kLogitTolerance = 2e-3;
-constexpr double kNllTolerance = 1e-4;
+using namespace test::smoke_support;
 
-const char* kPython = "/usr/bin/python3";
-
-bool have_torch() {
-  static const bool ok = [] {
-    if (!fs::exists(kPython)) return false;
-    return test::run_program({kPython, "-c", "import torch, numpy, sentencepiece, regex"}).exit_code == 0;
-  }();
-  return ok;
-}
-
-#define REQUIRE_TORCH()                                                                                         \
-  do {                                                                                                          \
-    if (!have_torch()) GTEST_SKIP() << "skipped: /usr/bin/python3 with torch, numpy, sentencepiece and regex " \
-                                       "is absent (the trained smoke models and the GGUF writer need them)";    \
-  } while (0)
-
-std::string source(const std::string& rel) { return std::string(CKPT_SOURCE_DIR) + "/" + rel; }
-
-fs::path trained(const std::string& family) {
-  auto r = test::run_program({kPython, source("tools/smoke/ensure_model.py"), CKPT_SMOKE_MODELS_DIR, family});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::string dir = r.out;
-  while (!dir.empty() && (dir.back() == '\n' || dir.back() == '\r')) dir.pop_back();
-  return dir;
-}
-
-std::vector<uint32_t> ids_in(const fs::path& dir) {
-  auto parsed = json::parse(test::read_text(dir / "smoke_tokens.json"));
-  std::vector<uint32_t> ids;
-  if (!parsed.ok()) return ids;
-  for (const auto& v : parsed.value.find("ids")->as_array()) ids.push_back(uint32_t(v.as_int()));
-  return ids;
-}
+std::vector<uint32_t> ids_in(const fs::path& dir) { return smoke_ids_of(dir); }
 
 smoke::Options options() {
   smoke::Options o;

@@ -18,6 +18,7 @@
 #include "ckpt/json.h"
 #include "ckpt/smoke.h"
 #include "format/float_decode.h"
+#include "smoke_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -25,47 +26,9 @@ using namespace ckpt;
 
 namespace {
 
-// Agreement with torch, float32 on both sides: BLAS and torch sum in different orders, so
-// logits differ by rounding that grows with depth; these bounds hold with a margin of ~10x.
-constexpr double kLogitTolerance = 2e-3;   // max |logit_ckpt - logit_torch|
-constexpr double kNllTolerance = 1e-4;     // |mean NLL difference| (nats)
-constexpr double kRmsRelTolerance = 1e-4;  // per-stage hidden-state RMS, relative
+using namespace test::smoke_support;
 
-const char* kPython = "/usr/bin/python3";
-
-bool have_torch() {
-  static const bool ok = [] {
-    if (!fs::exists(kPython)) return false;
-    auto r = test::run_program({kPython, "-c", "import torch, sentencepiece, regex"});
-    return r.exit_code == 0;
-  }();
-  return ok;
-}
-
-#define REQUIRE_TORCH()                                                                              \
-  do {                                                                                               \
-    if (!have_torch()) GTEST_SKIP() << "skipped: /usr/bin/python3 with torch, sentencepiece and regex " \
-                                       "is absent (the trained smoke models and the torch reference need them)"; \
-  } while (0)
-
-std::string source(const std::string& rel) { return std::string(CKPT_SOURCE_DIR) + "/" + rel; }
-
-// The cached trained model of `family` (trained on first use).
-fs::path trained(const std::string& family, const std::string& dtype = "bf16") {
-  auto r = test::run_program({kPython, source("tools/smoke/ensure_model.py"), CKPT_SMOKE_MODELS_DIR, family, "--dtype", dtype});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::string dir = r.out;
-  while (!dir.empty() && (dir.back() == '\n' || dir.back() == '\r')) dir.pop_back();
-  return dir;
-}
-
-std::vector<uint32_t> ids_of(const fs::path& model) {
-  auto parsed = json::parse(test::read_text(model / "smoke_tokens.json"));
-  std::vector<uint32_t> ids;
-  if (!parsed.ok()) return ids;
-  for (const auto& v : parsed.value.find("ids")->as_array()) ids.push_back(uint32_t(v.as_int()));
-  return ids;
-}
+std::vector<uint32_t> ids_of(const fs::path& model) { return smoke_ids_of(model); }
 
 smoke::Result smoke_of(const fs::path& model, std::vector<float>* logits = nullptr) {
   auto loaded = load_checkpoint(model.string());
