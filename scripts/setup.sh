@@ -21,6 +21,7 @@ PACKAGES=(
   lintian dpkg-dev fakeroot file     # builds and lints the .deb (tests/package)
   bash-completion zsh fish groff-base  # drive the installed completions in each shell; render the man pages (tests/package)
   python3 python3-numpy              # test oracles (independent safetensors reader, dequantisation)
+  python3-jinja2                     # chat-template oracle where the python3 on PATH has no jinja2 (tests/jinja, tests/engines; the verify bench's baseline)
   curl                               # fetch benchmark baseline
   libopenblas-dev                    # matrix products of the smoke forward pass (src/smoke)
   libonig-dev libutf8proc-dev        # tokenizer.json pre-tokenizer regexes and NFC/NFKC normalisers (src/encode)
