@@ -240,14 +240,13 @@ struct Engine {
     std::string key(1, companion ? 'c' : 't');
     key.append(name.substr(r.base.size()));
     if (!r.seen.insert(std::move(key)).second) return;
-    if (!companion && tensor != UINT32_MAX && consumed[tensor]) r.valid = false;  // consumed before the layer
+    if (!companion && tensor != kNone && consumed[tensor]) r.valid = false;  // consumed before the layer
     r.lookups.push_back({companion, std::string(name.substr(r.base.size())), tensor, found, false});
   }
 
   // Judge `run` as its representative was judged, when every recorded lookup finds the same
   // (presence, dtype, shape) under this layer's base; false, with nothing changed, otherwise.
-  bool replay_run(const replay::Representative& rep, const replay::Run& run) {
-    const std::string base = replay::layer_base(view.prefix, run.layer);
+  bool replay_run(const replay::Representative& rep, std::string_view base) {
     replay_marks.clear();
     for (const auto& lk : rep.lookups) {
       replay_name.assign(base);
@@ -1287,20 +1286,20 @@ struct Engine {
           check_range(run.begin, run.end);
           continue;
         }
-        const size_t base_size = replay::layer_base(view.prefix, run.layer).size();
+        std::string base = replay::layer_base(view.prefix, run.layer);
         const replay::Representative* match = nullptr;
         for (const auto& rep : representatives)
-          if (replay::same_layout(plan, rep, run, base_size)) {
+          if (replay::same_layout(plan, rep, run, base.size())) {
             match = &rep;
             break;
           }
-        if (match && replay_run(*match, run)) continue;
+        if (match && replay_run(*match, base)) continue;
         if (match || representatives.size() >= kMaxRepresentatives) {
           check_range(run.begin, run.end);
           continue;
         }
         Recorder r;
-        r.base = replay::layer_base(view.prefix, run.layer);
+        r.base = std::move(base);
         const size_t emits_before = emit_calls;
         unmemoized_used = false;
         recorder = &r;

@@ -15,6 +15,7 @@
 #include "ckpt/quant.h"
 #include "ckpt/safetensors.h"
 #include "smoke/internal.h"
+#include "smoke_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -22,7 +23,7 @@ using namespace ckpt;
 
 namespace {
 
-const char* kPython = "/usr/bin/python3";
+using test::smoke_support::kPython;
 
 // The registry's required tensors for the config, as a sparse safetensors file beside it.
 bool write_standin(const fs::path& config, const fs::path& dir, std::string& why) {
