@@ -336,9 +336,11 @@ class MergeChecker {
       const Merge& m = batch_[k];
       const size_t i = m.i;
       std::string_view a = m.a, b = m.b;
-      if (spelling_ && (!spelled_in_byte_level(a) || !spelled_in_byte_level(b)))
+      const uint32_t ia = tk_.by_text.index_of(a, m.ka), ib = tk_.by_text.index_of(b, m.kb);
+      if (spelling_ && (!spelled(ia, a) || !spelled(ib, b)))
         not_byte_level.add_with([&] { return "#" + std::to_string(i) + " " + q(a) + " + " + q(b); });
-      bool ha = tk_.by_text.contains(a, m.ka), hb = tk_.by_text.contains(b, m.kb);
+      const bool ha = ia != TokenTable::npos && tk_.by_text.entry(ia).id >= 0,
+                 hb = ib != TokenTable::npos && tk_.by_text.entry(ib).id >= 0;
       if (!ha || !hb) {
         missing_part.add_with([&] {
           return "#" + std::to_string(i) + " " + q(a) + " + " + q(b) + " (" + (!ha ? q(a) : q(b)) + " not in vocab)";
@@ -366,6 +368,16 @@ class MergeChecker {
     std::string_view a, b;
     TokenKey ka, kb;
   };
+  // Whether `s` (the text of table entry `index`, or of no entry when npos) is spelled in the
+  // byte-level alphabet. A token is a part of many merges, so each entry's answer is worked
+  // out once.
+  bool spelled(uint32_t index, std::string_view s) {
+    if (index == TokenTable::npos) return spelled_in_byte_level(s);
+    if (spelled_state_.size() <= index) spelled_state_.resize(tk_.by_text.entries().size(), 0);
+    uint8_t& st = spelled_state_[index];
+    if (st == 0) st = spelled_in_byte_level(s) ? 1 : 2;
+    return st == 1;
+  }
   static constexpr size_t kBatch = 16;
   const Tokens& tk_;
   bool spelling_;
@@ -373,6 +385,7 @@ class MergeChecker {
   size_t pending_ = 0;
   uint32_t next_result_ = TokenTable::npos;
   std::string joined_;
+  std::vector<uint8_t> spelled_state_;  // per table entry: 0 not yet known, 1 spelled, 2 not
 };
 
 // The merges checked on a second thread while the scanner reads on: the scanner hands over

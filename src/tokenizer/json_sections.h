@@ -91,8 +91,27 @@ struct Cursor {
   const char* end;
   StringArena& arena;
 
+  // Pretty-printed files put a newline and an indent of spaces before every vocabulary entry
+  // and merge: runs of spaces are skipped eight bytes at a time.
   void ws() {
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+    constexpr uint64_t spaces = 0x2020202020202020ull;
+    for (;;) {
+      if (end - p >= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        const uint64_t x = w ^ spaces;  // a byte of x is zero exactly where w has a space
+        if (x == 0) {
+          p += 8;
+          continue;
+        }
+        p += __builtin_ctzll(x) / 8;  // the first byte that is not a space
+      } else {
+        while (p < end && *p == ' ') ++p;
+        if (p == end) return;
+      }
+      if (*p != '\n' && *p != '\r' && *p != '\t') return;
+      ++p;
+    }
   }
   bool eat(char c) {
     if (p < end && *p == c) {
@@ -137,13 +156,12 @@ struct Cursor {
   // A non-negative integer of at most 18 digits (no sign, fraction or exponent).
   bool small_uint(int64_t& out) {
     const char* s = p;
-    while (p < end && *p >= '0' && *p <= '9') ++p;
+    uint64_t v = 0;  // wraps past 19 digits, but more than 18 are refused below
+    while (p < end && static_cast<unsigned char>(*p - '0') <= 9) v = v * 10 + uint64_t(*p++ - '0');
     size_t n = size_t(p - s);
     if (n == 0 || n > 18 || (n > 1 && *s == '0')) return false;
     if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return false;
-    int64_t v = 0;  // at most 18 digits: no overflow
-    for (const char* d = s; d < p; ++d) v = v * 10 + (*d - '0');
-    out = v;
+    out = static_cast<int64_t>(v);
     return true;
   }
 };

@@ -43,8 +43,18 @@ inline TokenKey token_key(std::string_view s, uint64_t seed) {
     n -= 8;
   }
   if (n) {
-    uint64_t w = 0;
-    for (size_t i = 0; i < n; ++i) w |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
+    // The last 1..7 bytes, zero-padded, without reading past them: two overlapping 4-byte loads
+    // for 4..7 bytes, three single bytes (first, middle, last) for 1..3.
+    uint64_t w;
+    if (n >= 4) {
+      uint32_t lo, hi;
+      std::memcpy(&lo, p, 4);
+      std::memcpy(&hi, p + n - 4, 4);
+      w = uint64_t(lo) | (uint64_t(hi) << (8 * (n - 4)));
+    } else {
+      const auto* u = reinterpret_cast<const unsigned char*>(p);
+      w = uint64_t(u[0]) | (uint64_t(u[n / 2]) << (8 * (n / 2))) | (uint64_t(u[n - 1]) << (8 * (n - 1)));
+    }
     if (first) head = w;
     h = (h ^ w) * 0xD6E8FEB86659FD93ull;
     h ^= h >> 32;

@@ -9,6 +9,7 @@
 #include "ckpt/json.h"
 #include "ckpt/tokenizer.h"
 #include "test_support.h"
+#include "tokenizer/json_sections.h"
 #include "tokenizer/token_table.h"
 
 using namespace ckpt;
@@ -199,6 +200,33 @@ TEST(TokenizerChecks, MergeNotInByteLevelAlphabet) {
   auto c = codes(fs, true);
   EXPECT_NE(std::find(c.begin(), c.end(), "TK008"), c.end()) << dump(fs);
   EXPECT_EQ(std::count(c.begin(), c.end(), "TK006"), 0) << dump(fs);
+}
+
+TEST(TokenizerChecks, MergeSpellingCountsEveryMergeOnce) {
+  // The byte-level spelling of a part is worked out once per vocabulary entry; every merge
+  // naming a misspelled part still counts, whether the part is a token, an entry with a
+  // malformed id, or not in the vocabulary at all. The expected count is the test's own.
+  std::string vocab = R"("a":0,"b":1,"ab":2,"x\t":3,"q\t":-1)";
+  std::string merges = R"(["a","b"])";
+  int misspelled = 0;
+  for (int k = 0; k < 9; ++k) {
+    const char* part = k % 3 == 0 ? "x\\t" : k % 3 == 1 ? "q\\t" : "z\\t";  // token, bad id, absent
+    merges += std::string(",[\"") + (k % 2 ? "a" : part) + "\",\"" + (k % 2 ? part : "b") + "\"]";
+    ++misspelled;
+    merges += R"(,["a","b"])";  // spelled, between them
+  }
+  Fx fx;
+  fx.tokenizer = R"({"pre_tokenizer":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{)" + vocab +
+                 R"(},"merges":[)" + merges + "]}}";
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) tok::set_dom_reader_only(true);
+    auto fs = run(fx);
+    tok::set_dom_reader_only(false);
+    auto it = std::find_if(fs.begin(), fs.end(), [](const Finding& f) { return f.code == "TK008"; });
+    ASSERT_NE(it, fs.end()) << dump(fs);
+    EXPECT_NE(it->message.find("(" + std::to_string(misspelled) + " in all)"), std::string::npos) << it->message;
+    EXPECT_NE(it->message.find("#1 'x\t' + 'b'"), std::string::npos) << it->message;
+  }
 }
 
 TEST(TokenizerChecks, MalformedMerge) {
