@@ -99,7 +99,8 @@ class ViewIds {
     if (got == id) keys_.push_back(name);
     return got;
   }
-  uint32_t find(std::string_view name) const { return index_.find(name, hash_name(name), key_at()); }
+  uint32_t find(std::string_view name) const { return find(name, hash_name(name)); }
+  uint32_t find(std::string_view name, uint64_t hash) const { return index_.find(name, hash, key_at()); }
   bool contains(std::string_view name) const { return find(name) != npos; }
   size_t size() const { return keys_.size(); }
   // A lookup of a million names is a chain of cache misses: slot, key view, key bytes. A loop
@@ -228,7 +229,9 @@ struct Engine {
   std::vector<replay::Representative> representatives;
   size_t emit_calls = 0;
   bool unmemoized_used = false;  // a module resolved outside the memo (resolve_module)
-  std::string replay_name;
+  std::string replay_names;  // a replayed layer's lookups, written out one after another
+  std::vector<size_t> replay_ends;
+  std::vector<uint64_t> replay_hashes;
   std::vector<uint32_t> replay_marks;
 
   void record(bool companion, std::string_view name, uint32_t tensor, bool found) {
@@ -247,15 +250,50 @@ struct Engine {
   // Judge `run` as its representative was judged, when every recorded lookup finds the same
   // (presence, dtype, shape) under this layer's base; false, with nothing changed, otherwise.
   bool replay_run(const replay::Representative& rep, std::string_view base) {
-    replay_marks.clear();
+    // The layer's names are known before the first lookup: written out and hashed first, their
+    // lookups' cache misses (slot, key view, key bytes, tensor entry) are issued ahead in
+    // stages, as the full checks' loop does (see ViewIds). At a million tensors the lookups
+    // otherwise wait on memory one after another.
+    const size_t n = rep.lookups.size();
+    replay_names.clear();
+    replay_ends.clear();
     for (const auto& lk : rep.lookups) {
-      replay_name.assign(base);
-      replay_name += lk.rest;
+      replay_names += base;
+      replay_names += lk.rest;
+      replay_ends.push_back(replay_names.size());
+    }
+    auto name_at = [&](size_t k) {
+      const size_t b = k ? replay_ends[k - 1] : 0;
+      return std::string_view(replay_names).substr(b, replay_ends[k] - b);
+    };
+    replay_hashes.resize(n);
+    for (size_t k = 0; k < n; ++k) replay_hashes[k] = hash_name(name_at(k));
+    constexpr size_t kAhead = NameIndex::kPrefetchAhead / 2;
+    auto prefetch = [&](size_t k) {
+      if (const size_t j = k + 3 * kAhead; j < n)
+        (rep.lookups[j].companion ? companions : by_name).prefetch_slot(replay_hashes[j]);
+      if (const size_t j = k + 2 * kAhead; j < n && !rep.lookups[j].companion) {
+        const uint32_t id = by_name.prefetch_key(replay_hashes[j]);
+        if (id != ViewIds::npos && id < tensor_of.size()) __builtin_prefetch(&tensor_of[id]);
+      }
+      if (const size_t j = k + kAhead; j < n && !rep.lookups[j].companion) {
+        const uint32_t id = by_name.prefetch_bytes(replay_hashes[j]);
+        if (id != ViewIds::npos && id < tensor_of.size() && tensor_of[id] < in.tensors.size())
+          __builtin_prefetch(&in.tensors[tensor_of[id]]);
+      }
+    };
+    for (size_t k = 0; k < std::min(n, 3 * kAhead); ++k)
+      (rep.lookups[k].companion ? companions : by_name).prefetch_slot(replay_hashes[k]);
+    replay_marks.clear();
+    for (size_t k = 0; k < n; ++k) {
+      prefetch(k);
+      const auto& lk = rep.lookups[k];
+      const std::string_view name = name_at(k);
       if (lk.companion) {
-        if (companions.contains(replay_name) != lk.found) return false;
+        if ((companions.find(name, replay_hashes[k]) != ViewIds::npos) != lk.found) return false;
         continue;
       }
-      const uint32_t id = by_name.find(replay_name);
+      const uint32_t id = by_name.find(name, replay_hashes[k]);
       const uint32_t t = id == ViewIds::npos ? kNone : tensor_of[id];
       if ((t == kNone) != (lk.tensor == kNone)) return false;
       if (t == kNone) continue;
