@@ -603,6 +603,38 @@ std::string subst(std::string_view base, std::string_view rel, int64_t e, int64_
   return out;
 }
 
+// base + rel for one expert rule of one layer, for every expert: the text around rel's one
+// "{e}" is laid out once, so each name is one exact-size allocation and two copies. A rel
+// with no "{e}", several, or a "{j}" goes through subst().
+class ExpertName {
+ public:
+  ExpertName(std::string_view base, std::string_view rel) : base_(base), rel_(rel) {
+    const size_t at = rel.find("{e}");
+    simple_ = at != std::string_view::npos && rel.find('{', at + 3) == std::string_view::npos &&
+              rel.substr(0, at).find('{') == std::string_view::npos;
+    if (!simple_) return;
+    head_.reserve(base.size() + at);
+    head_.append(base).append(rel.substr(0, at));
+    tail_ = rel.substr(at + 3);
+  }
+  std::string operator()(int64_t e) const {
+    if (!simple_) return subst(base_, rel_, e, 0);
+    char num[24];
+    const auto r = std::to_chars(num, num + sizeof num, e);
+    const size_t digits = size_t(r.ptr - num);
+    std::string out;
+    out.reserve(head_.size() + digits + tail_.size());
+    out.append(head_).append(num, digits).append(tail_);
+    return out;
+  }
+
+ private:
+  std::string_view base_, rel_;
+  bool simple_ = false;
+  std::string head_;
+  std::string_view tail_;
+};
+
 }  // namespace
 
 std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant::QuantScheme* scheme,
@@ -647,7 +679,7 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
   auto emit = [&](std::string name, const std::vector<uint64_t>& shape, const Rule& r, int32_t layer,
                   int32_t expert, Presence pres, uint32_t group, bool mtp, bool tower,
                   std::string_view why) {
-    ExpectedTensor x;
+    ExpectedTensor& x = out.emplace_back();  // in place: a million-tensor plan moves nothing
     x.name = std::move(name);
     x.shape = shape;
     x.dtype = r.dtype;
@@ -659,7 +691,6 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
     x.mtp = mtp;
     x.tower = tower;
     x.why = why;
-    out.push_back(std::move(x));
   };
 
   const int64_t sparse_step = std::max<int64_t>(1, view.dim_or("sparse_step", 1));
@@ -761,9 +792,9 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
         why = "kv-shared layer";
       }
       if (rule.scope == Scope::Expert) {
+        const ExpertName en(base, rule.name);
         for (int64_t e = 0; e < E; ++e)
-          emit(subst(base, rule.name, e, 0), shape, rule, static_cast<int32_t>(i),
-               static_cast<int32_t>(e), pres, group, mtp, false, why);
+          emit(en(e), shape, rule, static_cast<int32_t>(i), static_cast<int32_t>(e), pres, group, mtp, false, why);
       } else {
         emit(base + rule.name, shape, rule, static_cast<int32_t>(i), -1, pres, group, mtp, false, why);
       }
@@ -798,8 +829,9 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
         if (rule.scope != Scope::Layer && rule.scope != Scope::Expert) continue;
         if (!cond(r) || !eval_shape(r, shape)) continue;
         if (rule.scope == Scope::Expert) {
+          const ExpertName en(base, rule.name);
           for (int64_t e = 0; e < E; ++e)
-            emit(subst(base, rule.name, e, 0), shape, rule, static_cast<int32_t>(L + k),
+            emit(en(e), shape, rule, static_cast<int32_t>(L + k),
                  static_cast<int32_t>(e), Presence::Group, mtp_group, true, false, "MTP");
         } else {
           emit(base + rule.name, shape, rule, static_cast<int32_t>(L + k), -1, Presence::Group,
