@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -71,6 +72,15 @@ constexpr std::string_view kCompanionSuffixes[] = {
 constexpr std::string_view kActivationSuffixes[] = {".input_scale", ".input_zero_point",
                                                     ".input_global_scale", ".output_scale",
                                                     ".k_scale", ".v_scale"};
+
+// name contains ".switch_mlp." (MLX's stacked experts). Asked of every tensor: Horspool's
+// search skips up to the needle's length per step, where string_view::find stops at every '.'
+// of the name and memmem sets up a general search per call.
+bool has_switch_mlp(std::string_view name) {
+  static constexpr std::string_view needle = ".switch_mlp.";
+  static const std::boyer_moore_horspool_searcher search(needle.begin(), needle.end());
+  return std::search(name.begin(), name.end(), search) != name.end();
+}
 
 std::optional<std::string_view> companion_module(std::string_view name) {
   if (name.empty() || ends_with(name, ".weight")) return std::nullopt;  // the common case: no suffix ends so
@@ -1141,8 +1151,7 @@ struct Engine {
         for (size_t k = 0; k < std::size(kActivationSuffixes); ++k)
           if (kActivationSuffixes[k].back() == t.name.back() && ends_with(t.name, kActivationSuffixes[k]))
             activation_suffix_stored[k] = true;
-      if (!any_expert_layout && (ends_with(t.name, ".experts.gate_up_proj") ||
-                                 t.name.find(".switch_mlp.") != std::string_view::npos))
+      if (!any_expert_layout && (ends_with(t.name, ".experts.gate_up_proj") || has_switch_mlp(t.name)))
         any_expert_layout = true;
     }
 

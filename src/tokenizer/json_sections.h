@@ -94,6 +94,9 @@ struct Cursor {
   // Pretty-printed files put a newline and an indent of spaces before every vocabulary entry
   // and merge: runs of spaces are skipped eight bytes at a time.
   void ws() {
+    // Most calls stand on a token already (a quote, ':', ',', a digit): JSON whitespace and the
+    // control bytes the loop below also stops at are the bytes at or below ' '.
+    if (p < end && static_cast<unsigned char>(*p) > ' ') return;
     constexpr uint64_t spaces = 0x2020202020202020ull;
     for (;;) {
       if (end - p >= 8) {
@@ -109,7 +112,7 @@ struct Cursor {
         while (p < end && *p == ' ') ++p;
         if (p == end) return;
       }
-      if (*p != '\n' && *p != '\r' && *p != '\t') return;
+      if (static_cast<unsigned char>(*p) > ' ' || (*p != '\n' && *p != '\r' && *p != '\t')) return;
       ++p;
     }
   }
