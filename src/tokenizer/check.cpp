@@ -85,6 +85,13 @@ struct Tally {
     ++count;
     if (examples.size() < kMaxExamples) examples.push_back(make());
   }
+  // Appends a later part of the same list (its items come after all of ours in file order):
+  // the count and examples a single pass over both parts would have kept.
+  void append(const Tally& later) {
+    count += later.count;
+    for (const auto& e : later.examples)
+      if (examples.size() < kMaxExamples) examples.push_back(e);
+  }
   std::string list() const {
     std::string s;
     for (size_t i = 0; i < examples.size(); ++i) s += (i ? ", " : "") + examples[i];
@@ -314,6 +321,18 @@ class MergeChecker {
   MergeChecker(const Tokens& tk, bool spelling) : tk_(tk), spelling_(spelling) {}
   Tally malformed, missing_part, missing_result, not_byte_level;
 
+  // A checker of the same tokens and options, for another thread.
+  MergeChecker sibling() const { return MergeChecker(tk_, spelling_); }
+  bool any() const { return malformed.count || missing_part.count || missing_result.count || not_byte_level.count; }
+  // The tallies of merges checked after all of this checker's (see Tally::append).
+  void append(const MergeChecker& later) {
+    malformed.append(later.malformed);
+    missing_part.append(later.missing_part);
+    missing_result.append(later.missing_result);
+    not_byte_level.append(later.not_byte_level);
+  }
+  void clear_tallies() { malformed = missing_part = missing_result = not_byte_level = Tally{}; }
+
   // A merge written as one string, "left right".
   void add_string(size_t i, std::string_view s) {
     size_t sp = s.find(' ');
@@ -388,31 +407,38 @@ class MergeChecker {
   std::vector<uint8_t> spelled_state_;  // per table entry: 0 not yet known, 1 spelled, 2 not
 };
 
-// The merges checked on a second thread while the scanner reads on: the scanner hands over
+// The merges checked on other threads while the scanner reads on: the scanner hands over
 // chunks of merges (views into the file or the section arena, which never move) through a
-// bounded queue, and one consumer feeds them to the MergeChecker in file order, so the checker
-// sees exactly the calls a serial read makes. Reading the list and checking it cost about the
-// same on a large vocabulary (Qwen3.5's 248k tokens), so this halves the section's wall time
-// when a core is free.
+// bounded queue to two consumers. Each checks whole chunks with its own MergeChecker, and
+// what a chunk found is kept by its position in the file; finish() appends the chunks' tallies
+// in file order, so the counts and the examples (the first few in file order) are what a
+// serial read reports. (A checker's guess of the next result is only a shortcut: a chunk
+// starting without it finds the same.) Reading the list and checking it cost about the same on
+// a large vocabulary (Qwen3.5's 248k tokens, ~600 instructions per merge to check), so the
+// checking, after the vocabulary the longest chain of the run, is split.
 std::atomic<size_t> g_merge_pipeline_min_bytes{256u << 10};
 
 class MergePipeline {
  public:
-  explicit MergePipeline(MergeChecker& checker) : checker_(checker), worker_([this] { consume(); }) {
+  explicit MergePipeline(MergeChecker& checker) : checker_(checker) {
     fill_.reserve(kChunk);
+    for (size_t k = 0; k < kConsumers; ++k) workers_[k] = std::thread([this] { consume(); });
   }
   MergePipeline(const MergePipeline&) = delete;
   MergePipeline& operator=(const MergePipeline&) = delete;
-  ~MergePipeline() { stop_consumer(); }  // on the scanner's exception path: drop what it threw
+  ~MergePipeline() { stop_consumers(); }  // on the scanner's exception path: drop what it threw
 
   void push_string(size_t i, std::string_view s) { push({i, s, {}, false}); }
   void push_pair(size_t i, std::string_view a, std::string_view b) { push({i, a, b, true}); }
-  // Hands over the last chunk, waits for the consumer, and rethrows what it threw.
+  // Hands over the last chunk, waits for the consumers, rethrows what they threw, and leaves
+  // in the checker the tallies of every chunk in file order.
   void finish() {
-    if (!worker_.joinable()) return;
+    if (!workers_[0].joinable()) return;
     hand_over();
-    stop_consumer();
+    stop_consumers();
     if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
+    for (const auto& found : found_)
+      if (found) checker_.append(*found);
   }
 
  private:
@@ -421,17 +447,22 @@ class MergePipeline {
     std::string_view a, b;
     bool pair;
   };
+  struct Chunk {
+    size_t index;  // position in the file, in chunks
+    std::vector<Item> items;
+  };
+  static constexpr size_t kConsumers = 2;
   static constexpr size_t kChunk = 4096, kMaxQueued = 8;  // at most ~1.3 MB of items in flight
 
-  // Lets the consumer drain the queue and end, and waits for it.
-  void stop_consumer() {
-    if (!worker_.joinable()) return;
+  // Lets the consumers drain the queue and end, and waits for them.
+  void stop_consumers() {
+    if (!workers_[0].joinable()) return;
     {
       std::lock_guard lk(m_);
       done_ = true;
     }
-    ready_.notify_one();
-    worker_.join();
+    ready_.notify_all();
+    for (auto& w : workers_) w.join();
   }
   void push(const Item& it) {
     fill_.push_back(it);
@@ -443,7 +474,8 @@ class MergePipeline {
     {
       std::unique_lock lk(m_);
       room_.wait(lk, [&] { return queue_.size() < kMaxQueued; });
-      queue_.push_back(std::move(fill_));
+      queue_.push_back(Chunk{found_.size(), std::move(fill_)});
+      found_.emplace_back();  // the chunk's findings, if any, land here
       if (!spare_.empty()) {
         next = std::move(spare_.back());
         spare_.pop_back();
@@ -455,9 +487,10 @@ class MergePipeline {
     fill_.reserve(kChunk);
   }
   void consume() {
+    MergeChecker mine = checker_.sibling();
     bool failed = false;
     for (;;) {
-      std::vector<Item> chunk;
+      Chunk chunk;
       {
         std::unique_lock lk(m_);
         ready_.wait(lk, [&] { return !queue_.empty() || done_; });
@@ -466,24 +499,26 @@ class MergePipeline {
         queue_.pop_front();
       }
       room_.notify_one();
+      std::unique_ptr<MergeChecker> found;
       if (!failed) {
         try {
-          for (const Item& it : chunk) it.pair ? checker_.add(it.i, it.a, it.b) : checker_.add_string(it.i, it.a);
+          for (const Item& it : chunk.items) it.pair ? mine.add(it.i, it.a, it.b) : mine.add_string(it.i, it.a);
+          mine.flush();
+          if (mine.any()) {
+            found = std::make_unique<MergeChecker>(mine.sibling());
+            found->append(mine);
+            mine.clear_tallies();
+          }
         } catch (...) {
-          failure_ = std::current_exception();
+          std::lock_guard lk(m_);
+          if (!failure_) failure_ = std::current_exception();
           failed = true;  // keep draining so the scanner never waits on a full queue
         }
       }
-      chunk.clear();
+      chunk.items.clear();
       std::lock_guard lk(m_);
-      spare_.push_back(std::move(chunk));
-    }
-    if (!failed) {
-      try {
-        checker_.flush();
-      } catch (...) {
-        failure_ = std::current_exception();
-      }
+      if (found) found_[chunk.index] = std::move(found);
+      spare_.push_back(std::move(chunk.items));
     }
   }
 
@@ -491,11 +526,12 @@ class MergePipeline {
   std::vector<Item> fill_;
   std::mutex m_;
   std::condition_variable ready_, room_;
-  std::deque<std::vector<Item>> queue_;
+  std::deque<Chunk> queue_;
   std::vector<std::vector<Item>> spare_;
+  std::vector<std::unique_ptr<MergeChecker>> found_;  // by chunk: what it found (null: nothing)
   bool done_ = false;
   std::exception_ptr failure_;
-  std::thread worker_;  // last: started once every member above exists
+  std::thread workers_[kConsumers];  // last: started once every member above exists
 };
 
 // The big sections as the strict scanners (json_sections.h) read them while the file was

@@ -128,6 +128,35 @@ TEST(TokenizerReaderDiff, GeneratedFilesTakeTheFastPath) {
   EXPECT_TRUE(same(tok::generate(o).tokenizer_json, "5000 tokens"));
 }
 
+TEST(TokenizerReaderDiff, FindingsInManyChunksOfThePipeline) {
+  // The pipeline checks chunks of 4,096 merges on two threads and appends their tallies in file
+  // order: counts and first examples must be those of a serial read when the defects are
+  // spread over many chunks (and more of them than the examples kept).
+  tok::GenOptions o;
+  o.vocab_size = 30000;
+  o.fill_with_merges = true;
+  std::string t = tok::generate(o).tokenizer_json;
+  const size_t begin = t.find("\"merges\"");
+  ASSERT_NE(begin, std::string::npos);
+  size_t n = 0, edited = 0;
+  // One merge per line, written `      ["a", "b"]` (escapes keep newlines out of the tokens).
+  for (size_t p = t.find('\n', begin); p != std::string::npos; p = t.find('\n', p + 1)) {
+    if (t.compare(p + 1, 8, "      [\"") != 0) continue;
+    if (n++ % 1777 == 5) {  // a part that is no token, in every few chunks
+      t.insert(p + 9, "\\u0001");
+      ++edited;
+    }
+  }
+  ASSERT_GT(n, 4 * 4096u) << n;
+  ASSERT_GT(edited, 8u);
+  EXPECT_TRUE(same(t, "defects spread over the chunks"));
+  tok::set_merge_pipeline_min_bytes(0);
+  const Outcome piped = run(t, false);
+  tok::set_merge_pipeline_min_bytes(256u << 10);
+  const std::string report = text(piped.findings);
+  EXPECT_NE(report.find("(" + std::to_string(edited) + " in all)"), std::string::npos) << report;
+}
+
 TEST(TokenizerReaderDiff, TargetedEdits) {
   const std::string base = R"({"added_tokens":[{"id":3,"content":"<s>"}],"pre_tokenizer":{"type":"ByteLevel"},)"
                            R"("model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]}})";
