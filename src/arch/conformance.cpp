@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <optional>
@@ -26,8 +27,13 @@ namespace {
 using quant::Format;
 using quant::ModuleQuant;
 
-bool ends_with(std::string_view s, std::string_view suf) {
-  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
+// Asked of every tensor name several times (suffix tables): the last byte turns most away
+// before a compare.
+inline bool ends_with(std::string_view s, std::string_view suf) {
+  if (s.size() < suf.size()) return false;
+  if (suf.empty()) return true;
+  const char* tail = s.data() + (s.size() - suf.size());
+  return tail[suf.size() - 1] == suf.back() && std::memcmp(tail, suf.data(), suf.size() - 1) == 0;
 }
 bool starts_with(std::string_view s, std::string_view pre) { return s.substr(0, pre.size()) == pre; }
 

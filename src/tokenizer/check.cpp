@@ -351,6 +351,17 @@ class MergeChecker {
     if (pending_ == kBatch) flush();
   }
   void flush() {
+    // The batch's slots were prefetched as the merges came in; now their entries, then the
+    // entries' texts, so that the lookups below find each step cached.
+    const TokenTable& table = tk_.by_text;
+    for (size_t k = 0; k < pending_; ++k) {
+      table.prefetch_entry(batch_[k].ka, batch_[k].a.size());
+      table.prefetch_entry(batch_[k].kb, batch_[k].b.size());
+    }
+    for (size_t k = 0; k < pending_; ++k) {
+      table.prefetch_text(batch_[k].ka, batch_[k].a.size());
+      table.prefetch_text(batch_[k].kb, batch_[k].b.size());
+    }
     for (size_t k = 0; k < pending_; ++k) {
       const Merge& m = batch_[k];
       const size_t i = m.i;

@@ -100,6 +100,19 @@ class TokenTable {
     if (slot_count_) __builtin_prefetch(&slots_[k.hash & mask_]);
   }
 
+  // The second and third steps of a prefetched lookup (after prefetch(k) has brought the slot
+  // in): the entry the first slot matching k's head and length points at, and then, for a text
+  // longer than 8 bytes, the rest of that entry's text, which the lookup will compare.
+  void prefetch_entry(TokenKey k, size_t len) const {
+    const uint32_t e = candidate(k, len);
+    if (e != npos) __builtin_prefetch(&entries_[e]);
+  }
+  void prefetch_text(TokenKey k, size_t len) const {
+    if (len <= 8) return;
+    const uint32_t e = candidate(k, len);
+    if (e != npos) __builtin_prefetch(entries_[e].text.data() + 8);
+  }
+
   // True when entry `index` is a token spelled a + b (checks a guess without hashing).
   bool token_at_is(uint32_t index, std::string_view a, std::string_view b) const {
     if (index >= entries_.size()) return false;
@@ -219,6 +232,15 @@ class TokenTable {
       size_t i = key.hash & mask_;
       while (slots_[i].index1 != 0) i = (i + 1) & mask_;
       slots_[i] = Slot{key.head, uint32_t(e.text.size()), uint32_t(k + 1)};
+    }
+  }
+
+  uint32_t candidate(TokenKey k, size_t len) const {
+    if (slot_count_ == 0) return npos;
+    for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.index1 == 0) return npos;
+      if (slot.head == k.head && slot.len == uint32_t(len)) return slot.index1 - 1;
     }
   }
 
