@@ -1179,7 +1179,11 @@ struct Engine {
     const json::Value& cfg = *in.config;
     by_name.build(in.tensors);
     consumed.assign(in.tensors.size(), 0);
-    companions.reset(in.tensors.size());
+    // Sized for the companions there are (often none, or one per module: a fraction of the
+    // tensors): every slot of the index is written once, fresh memory at a million tensors.
+    size_t companion_count = 0;
+    for (const auto& t : in.tensors) companion_count += companion_module(t.name).has_value();
+    companions.reset(companion_count);
     for (const auto& t : in.tensors) {
       if (auto m = companion_module(t.name)) companions.insert(*m, hash_name(*m));
       if (!t.name.empty() && !ends_with(t.name, ".weight"))
