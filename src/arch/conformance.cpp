@@ -7,9 +7,9 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
-#include <functional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -119,20 +119,7 @@ class ViewIds {
   uint32_t find(std::string_view name, uint64_t hash) const { return index_.find(name, hash, key_at()); }
   bool contains(std::string_view name) const { return find(name) != npos; }
   size_t size() const { return keys_.size(); }
-  // A lookup of a million names is a chain of cache misses: slot, key view, key bytes. A loop
-  // that knows its names ahead issues the three steps at three distances (slot first, then,
-  // once the slot is cached, the key view, then the bytes), so each lookup finds them cached.
-  void prefetch_slot(uint64_t hash) const { index_.prefetch(hash); }
-  uint32_t prefetch_key(uint64_t hash) const {  // the candidate id; its key view
-    const uint32_t id = index_.first_candidate(hash);
-    if (id != npos && id < keys_.size()) __builtin_prefetch(&keys_[id]);
-    return id;
-  }
-  uint32_t prefetch_bytes(uint64_t hash) const {  // the candidate id; its key bytes
-    const uint32_t id = index_.first_candidate(hash);
-    if (id != npos && id < keys_.size()) __builtin_prefetch(keys_[id].data());
-    return id;
-  }
+  void prefetch_slot(uint64_t hash) const { index_.prefetch(hash); }  // see TensorIds
 
  private:
   struct KeyAt {
@@ -169,8 +156,10 @@ class TensorIds {
   uint32_t find(std::string_view name) const { return find(name, hash_name(name)); }
   uint32_t find(std::string_view name, uint64_t hash) const { return index_.find(name, hash, key_at()); }
   bool contains(std::string_view name) const { return find(name) != npos; }
-  // The staged prefetches of a loop that knows its names ahead (see ViewIds): the slot, then
-  // the tensor the slot's tag points at (its name view, dtype and shape), then the name's bytes.
+  // A lookup of a million names is a chain of cache misses: slot, tensor, name bytes. A loop
+  // that knows its names ahead issues the three steps at three distances (the slot first,
+  // then, once it is cached, the tensor its tag points at, then the name's bytes), so each
+  // lookup finds them cached.
   void prefetch_slot(uint64_t hash) const { index_.prefetch(hash); }
   void prefetch_tensor(uint64_t hash) const {
     const uint32_t t = index_.first_candidate(hash);
@@ -304,16 +293,16 @@ struct Engine {
     r.lookups.push_back({companion, std::string(name.substr(r.base.size())), tensor, found, false});
   }
 
-  // Judge `run` as its representative was judged, when every recorded lookup finds the same
-  // (presence, dtype, shape) under this layer's base; false, with nothing changed, otherwise.
   void prefetch_slot(bool companion, uint64_t hash) const {
     if (companion) companions.prefetch_slot(hash);
     else by_name.prefetch_slot(hash);
   }
+  // Judge `run` as its representative was judged, when every recorded lookup finds the same
+  // (presence, dtype, shape) under this layer's base; false, with nothing changed, otherwise.
   bool replay_run(const replay::Representative& rep, std::string_view base) {
     // The layer's names are known before the first lookup: written out and hashed first, their
-    // lookups' cache misses (slot, key view, key bytes, tensor entry) are issued ahead in
-    // stages, as the full checks' loop does (see ViewIds). At a million tensors the lookups
+    // lookups' cache misses (slot, tensor, name bytes) are issued ahead in stages, as the full
+    // checks' loop does (see TensorIds). At a million tensors the lookups
     // otherwise wait on memory one after another.
     const size_t n = rep.lookups.size();
     replay_names.clear();
@@ -1277,7 +1266,7 @@ struct Engine {
     }
     const bool tower_absent = tower_total > 0 && tower_present == 0;
 
-    // Names of the plan ahead of the one being checked, hashed once each (see ViewIds).
+    // Names of the plan ahead of the one being checked, hashed once each (see TensorIds).
     constexpr size_t kAhead = NameIndex::kPrefetchAhead;
     std::array<uint64_t, 4 * kAhead> ahead{};
     auto prefetch_ahead = [&](size_t k) {
