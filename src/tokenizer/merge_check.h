@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
-#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -122,23 +122,29 @@ struct Tokens {
 // lookup, so their cache misses overlap. A merge's result is usually the vocabulary entry after
 // the previous merge's result (writers number tokens in merge order): that guess is checked
 // first, with no hashing and no random access.
-class MergeChecker {
- public:
-  // `spelling`: check the byte-level spelling (only reported when the pre-tokenizer is ByteLevel).
-  MergeChecker(const Tokens& tk, bool spelling) : tk_(tk), spelling_(spelling) {}
+// What a merge checker found, one tally per code.
+struct MergeTallies {
   Tally malformed, missing_part, missing_result, not_byte_level;
 
-  // A checker of the same tokens and options, for another thread.
-  MergeChecker sibling() const { return MergeChecker(tk_, spelling_); }
   bool any() const { return malformed.count || missing_part.count || missing_result.count || not_byte_level.count; }
-  // The tallies of merges checked after all of this checker's (see Tally::append).
-  void append(const MergeChecker& later) {
+  // The tallies of merges checked after all of these (see Tally::append).
+  void append(const MergeTallies& later) {
     malformed.append(later.malformed);
     missing_part.append(later.missing_part);
     missing_result.append(later.missing_result);
     not_byte_level.append(later.not_byte_level);
   }
-  void clear_tallies() { malformed = missing_part = missing_result = not_byte_level = Tally{}; }
+};
+
+class MergeChecker : public MergeTallies {
+ public:
+  // `spelling`: check the byte-level spelling (only reported when the pre-tokenizer is ByteLevel).
+  MergeChecker(const Tokens& tk, bool spelling) : tk_(tk), spelling_(spelling) {}
+
+  // A checker of the same tokens and options, for another thread.
+  MergeChecker sibling() const { return MergeChecker(tk_, spelling_); }
+  // What this checker found so far, leaving it with empty tallies.
+  MergeTallies take_tallies() { return std::exchange(static_cast<MergeTallies&>(*this), MergeTallies{}); }
 
   // A merge written as one string, "left right".
   void add_string(size_t i, std::string_view s) {
@@ -316,16 +322,12 @@ class MergePipeline {
         queue_.pop_front();
       }
       room_.notify_one();
-      std::unique_ptr<MergeChecker> found;
+      std::optional<MergeTallies> found;
       if (!failed) {
         try {
           for (const Item& it : chunk.items) it.pair ? mine.add(it.i, it.a, it.b) : mine.add_string(it.i, it.a);
           mine.flush();
-          if (mine.any()) {
-            found = std::make_unique<MergeChecker>(mine.sibling());
-            found->append(mine);
-            mine.clear_tallies();
-          }
+          if (mine.any()) found = mine.take_tallies();
         } catch (...) {
           std::lock_guard lk(m_);
           if (!failure_) failure_ = std::current_exception();
@@ -345,7 +347,7 @@ class MergePipeline {
   std::condition_variable ready_, room_;
   std::deque<Chunk> queue_;
   std::vector<std::vector<Item>> spare_;
-  std::vector<std::unique_ptr<MergeChecker>> found_;  // by chunk: what it found (null: nothing)
+  std::vector<std::optional<MergeTallies>> found_;  // by chunk: what it found (empty: nothing)
   bool done_ = false;
   std::exception_ptr failure_;
   std::thread workers_[kConsumers];  // last: started once every member above exists
