@@ -3,6 +3,7 @@
 #include "arch/conformance.h"
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -45,7 +46,11 @@ std::string shape_str(std::span<const uint64_t> s) {
 std::string shape_str(const std::vector<uint64_t>& s) { return shape_str(std::span<const uint64_t>(s)); }
 std::string shape_str(const Shape& s) { return shape_str(std::span<const uint64_t>(s)); }
 bool same_shape(std::span<const uint64_t> a, std::span<const uint64_t> b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  // A loop, not std::equal's memcmp call: shapes are one to four dims.
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (a[k] != b[k]) return false;
+  return true;
 }
 
 bool is_float(st::DType d) {
@@ -88,11 +93,22 @@ bool has_switch_mlp(std::string_view name) {
   return std::search(name.begin(), name.end(), search) != name.end();
 }
 
+// For each last byte, the companion suffixes ending in it (bit k: kCompanionSuffixes[k]).
+static_assert(std::size(kCompanionSuffixes) <= 32);
+constexpr std::array<uint32_t, 256> kCompanionsByLastByte = [] {
+  std::array<uint32_t, 256> t{};
+  for (size_t k = 0; k < std::size(kCompanionSuffixes); ++k)
+    t[static_cast<unsigned char>(kCompanionSuffixes[k].back())] |= uint32_t{1} << k;
+  return t;
+}();
+
 std::optional<std::string_view> companion_module(std::string_view name) {
   if (name.empty() || ends_with(name, ".weight")) return std::nullopt;  // the common case: no suffix ends so
-  const char last = name.back();  // a suffix of another last character cannot match: skip its compare
-  for (auto s : kCompanionSuffixes)
-    if (s.back() == last && ends_with(name, s)) return name.substr(0, name.size() - s.size());
+  // Only the suffixes ending in the name's last byte can match: tried in the list's order.
+  for (uint32_t m = kCompanionsByLastByte[static_cast<unsigned char>(name.back())]; m; m &= m - 1) {
+    const std::string_view s = kCompanionSuffixes[std::countr_zero(m)];
+    if (ends_with(name, s)) return name.substr(0, name.size() - s.size());
+  }
   return std::nullopt;
 }
 
