@@ -1089,20 +1089,20 @@ struct Engine {
       // Names of one container come together: one that starts with the last container (whose
       // ".experts." was the first in its name, so it is the first in this one too) needs no search.
       size_t p;
-      if (!last_cont.empty() && t.name.starts_with(last_cont)) p = last_cont.size() - 9;
+      const bool in_last = !last_cont.empty() && t.name.starts_with(last_cont);
+      if (in_last) p = last_cont.size() - 9;
       else if ((p = t.name.find(".experts.")) == std::string_view::npos) continue;
-      size_t q = p + 9, r = q;
-      while (r < t.name.size() && r - q < 9 && t.name[r] >= '0' && t.name[r] <= '9') ++r;
+      const size_t q = p + 9;
+      size_t r = q;
+      int64_t e = 0;  // at most 9 digits
+      while (r < t.name.size() && r - q < 9 && t.name[r] >= '0' && t.name[r] <= '9') e = e * 10 + (t.name[r++] - '0');
       if (r == q || r >= t.name.size() || t.name[r] != '.') continue;
-      std::string_view contv = t.name.substr(0, q);
-      if (contv != last_cont) {
-        last_cont = contv;
-        std::string cont(contv);
+      if (!in_last) {  // another container (in_last: its prefix is last_cont, compared above)
+        last_cont = t.name.substr(0, q);
+        std::string cont(last_cont);
         last_slot = want.count(cont) ? &seen_max[cont] : nullptr;
       }
       if (!last_slot) continue;
-      int64_t e = 0;
-      for (size_t k = q; k < r; ++k) e = e * 10 + (t.name[k] - '0');
       *last_slot = std::max(*last_slot, e + 1);
     }
     size_t reported = 0;
