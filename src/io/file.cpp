@@ -78,6 +78,46 @@ std::string read_file(const std::filesystem::path& p, uint64_t max_bytes, std::s
   return {};
 }
 
+void PartedRead::open_and_size(const std::filesystem::path& p, uint64_t max_bytes, std::string& out,
+                               size_t spare_capacity) {
+  out_ = &out;
+  if (auto e = file_.open(p); !e.empty()) {
+    open_error_ = e;
+  } else if (auto e2 = size_limit_error(file_.size(), max_bytes); !e2.empty()) {
+    open_error_ = e2;
+  } else {
+    try {
+      out.reserve(file_.size() + spare_capacity);
+      out.resize(file_.size());
+      size_ = file_.size();
+    } catch (const std::exception&) {  // the parts must not wait on a task that threw
+      open_error_ = "cannot allocate " + std::to_string(file_.size()) + " bytes";
+    }
+  }
+  sized_.store(true, std::memory_order_release);
+  sized_.notify_all();
+}
+
+void PartedRead::read_part(size_t k) {
+  wait_sized();
+  if (!open_error_.empty() || begin_of(k) >= end_of(k)) return;
+  got_[k] = file_.read_at(begin_of(k), out_->data() + begin_of(k), end_of(k) - begin_of(k), &errors_[k]);
+}
+
+std::string PartedRead::finish() {
+  if (!open_error_.empty()) return open_error_;
+  for (size_t k = 0; k < got_.size(); ++k)
+    if (got_[k] < 0) return errors_[k];
+  for (size_t k = 0; k < got_.size(); ++k) {
+    const uint64_t want = begin_of(k) < end_of(k) ? end_of(k) - begin_of(k) : 0;
+    if (static_cast<uint64_t>(got_[k]) < want) {  // the file ended early: the bytes stop here
+      out_->resize(begin_of(k) + static_cast<uint64_t>(got_[k]));
+      break;
+    }
+  }
+  return {};
+}
+
 std::string read_prefix(const std::filesystem::path& p, uint64_t n, std::string& out) {
   ReadOnlyFile f;
   if (auto e = f.open(p); !e.empty()) return e;

@@ -953,19 +953,28 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
     ck.index->json.present = true;
     ck.index->json.error = json::ParseError{"cannot read the index file", 0, 0, 0};
   }
-  // tokenizer.json is queued first: at ~9 MB it is the longest single read, and taken last it
-  // left the other core idle for its last few milliseconds.
+  // tokenizer.json (9-17 MB for large vocabularies) is the longest single read: its first part
+  // is queued first, and its other 4 MiB parts after the shard headers, so that neither core
+  // waits at the end of the phase for one copy out of the page cache.
+  std::optional<io::PartedRead> tokenizer_read;
+  std::vector<std::function<void()>> late_tasks;
   if (const FileEntry* f = ck.file("tokenizer.json")) {  // kept as bytes: the TK family parses it
     ck.tokenizer.file = f->rel;
     ck.tokenizer.present = true;
-    if (!f->readable())
+    if (!f->readable()) {
       ck.tokenizer.error = json::ParseError{f->lfs_pointer ? "a Git LFS pointer, not the file" : "cannot be opened", 0, 0, 0};
-    else
-      tasks.emplace_back([&t = ck.tokenizer, f] {
-        if (f->size <= limits::kMaxSideJsonBytes) t.text.reserve(f->size + simdjson::SIMDJSON_PADDING);  // parsed in place
-        if (auto e = io::read_file(f->abs, limits::kMaxSideJsonBytes, t.text); !e.empty())
-          t.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
+    } else {
+      constexpr uint64_t kPart = 4u << 20;
+      // (Parts for at most the size limit: a larger file is refused by the open, and its size,
+      // which the listing took from the file system, must not decide how many tasks there are.)
+      io::PartedRead& r = tokenizer_read.emplace(
+          io::PartedRead::parts_for(std::min<uint64_t>(f->size, limits::kMaxSideJsonBytes), kPart), kPart);
+      tasks.emplace_back([&r, &t = ck.tokenizer, f] {
+        r.open_and_size(f->abs, limits::kMaxSideJsonBytes, t.text, simdjson::SIMDJSON_PADDING);  // parsed in place
+        r.read_part(0);
       });
+      for (size_t k = 1; k < r.parts(); ++k) late_tasks.emplace_back([&r, k] { r.read_part(k); });
+    }
   }
   ck.shards.resize(shard_files.size());
   for (size_t i = 0; i < shard_files.size(); ++i) {
@@ -1030,9 +1039,12 @@ LoadResult load_checkpoint(const std::string& target, const LoadOptions& opts) {
   for (size_t i = 0; i < pickle_files.size(); ++i)
     tasks.emplace_back([&, i] { scans[i] = pt::scan_file(pickle_files[i]->abs, pickle_files[i]->rel); });
 
+  for (auto& t : late_tasks) tasks.push_back(std::move(t));
   unsigned threads = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, static_cast<unsigned>(tasks.size()));
   parallel::run(tasks.size(), threads, [&](size_t i) { tasks[i](); });
+  if (tokenizer_read)
+    if (auto e = tokenizer_read->finish(); !e.empty()) ck.tokenizer.error = json::ParseError{"cannot read: " + e, 0, 0, 0};
   timings::mark("load: parse (parallel)");
   gguf_load::load(ck, opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency()));
   for (auto& s : scans)
