@@ -166,9 +166,13 @@ class TensorIds {
       if (i + NameIndex::kPrefetchAhead < tensors.size())
         if (const uint64_t h = tensors[i + NameIndex::kPrefetchAhead].hash) index_.prefetch(h);
       const ActualTensor& t = tensors[i];
-      index_.insert(t.name, t.hash ? t.hash : hash_name(t.name), static_cast<uint32_t>(i), key_at());
+      if (index_.insert(t.name, t.hash ? t.hash : hash_name(t.name), static_cast<uint32_t>(i), key_at()) != i)
+        unique_ = false;
     }
   }
+  // No name is held by two tensors: a tensor found by its name some other way is what find()
+  // returns for it.
+  bool unique() const { return unique_; }
   uint32_t find(std::string_view name) const { return find(name, hash_name(name)); }
   uint32_t find(std::string_view name, uint64_t hash) const { return index_.find(name, hash, key_at()); }
   bool contains(std::string_view name) const { return find(name) != npos; }
@@ -194,10 +198,12 @@ class TensorIds {
   KeyAt key_at() const { return KeyAt{tensors_}; }
   NameIndex index_;
   const std::vector<ActualTensor>* tensors_ = nullptr;
+  bool unique_ = true;
 };
 
 std::atomic<bool> layer_replay_on{true};
 std::atomic<uint64_t> layer_replay_count{0};
+std::atomic<uint64_t> layer_replay_position_hit_count{0};
 
 struct Engine {
   const ConformanceInput& in;
@@ -210,6 +216,7 @@ struct Engine {
   TensorIds by_name;  // tensor names -> index into in.tensors (the first of duplicates)
   std::vector<uint8_t> consumed;
   ViewIds companions;  // modules that have quantization companions on disk
+  std::vector<uint32_t> companion_tensor;  // per companions id: the first such companion tensor
   bool any_expert_layout = false;  // MLX switch_mlp or transformers-v5 fused experts on disk
 
   std::map<std::string, size_t> capped;  // code -> emitted count
@@ -316,10 +323,13 @@ struct Engine {
   // Judge `run` as its representative was judged, when every recorded lookup finds the same
   // (presence, dtype, shape) under this layer's base; false, with nothing changed, otherwise.
   bool replay_run(const replay::Representative& rep, std::string_view base) {
-    // The layer's names are known before the first lookup: written out and hashed first, their
-    // lookups' cache misses (slot, tensor, name bytes) are issued ahead in stages, as the full
-    // checks' loop does (see TensorIds). At a million tensors the lookups
-    // otherwise wait on memory one after another.
+    // The layer's names are known before the first lookup, so they are written out first.
+    // Shards list the layers of a model alike, so this layer's tensors usually sit where the
+    // representative's did, shifted by one distance: a tensor lookup tries that position first
+    // (no hashing, and a walk through memory the hardware prefetches) and takes it when the
+    // tensor there has the name; names being unique, it is what the index would find. Other
+    // lookups (companions, a position that does not hold the name) go through the indexes,
+    // their cache misses issued ahead in stages as the full checks' loop does (TensorIds).
     const size_t n = rep.lookups.size();
     replay_names.clear();
     replay_ends.clear();
@@ -332,28 +342,66 @@ struct Engine {
       const size_t b = k ? replay_ends[k - 1] : 0;
       return std::string_view(replay_names).substr(b, replay_ends[k] - b);
     };
-    replay_hashes.resize(n);
-    for (size_t k = 0; k < n; ++k) replay_hashes[k] = hash_name(name_at(k));
+    const bool guess = by_name.unique();
+    const int64_t count = static_cast<int64_t>(in.tensors.size());
+    int64_t shift = 0;  // this layer's tensor index minus the representative's
+    bool shifted = false;
+    // Hashes only for the lookups that may need an index: those the representative found
+    // nothing for (or every one, when names repeat). A companion lookup the representative
+    // answered with a companion tensor tries that tensor's position too.
+    replay_hashes.assign(n, 0);
+    for (size_t k = 0; k < n; ++k)
+      if (rep.lookups[k].tensor == kNone || !guess) replay_hashes[k] = hash_name(name_at(k));
     constexpr size_t kAhead = NameIndex::kPrefetchAhead / 2;
+    auto guessed = [&](size_t j) -> const ActualTensor* {
+      const auto& lk = rep.lookups[j];
+      if (!shifted || lk.tensor == kNone) return nullptr;
+      const int64_t g = static_cast<int64_t>(lk.tensor) + shift;
+      return g >= 0 && g < count ? &in.tensors[static_cast<size_t>(g)] : nullptr;
+    };
     auto prefetch = [&](size_t k) {
-      if (const size_t j = k + 3 * kAhead; j < n)
+      if (const size_t j = k + 3 * kAhead; j < n && replay_hashes[j])
         prefetch_slot(rep.lookups[j].companion, replay_hashes[j]);
-      if (const size_t j = k + 2 * kAhead; j < n && !rep.lookups[j].companion)
-        by_name.prefetch_tensor(replay_hashes[j]);
-      if (const size_t j = k + kAhead; j < n && !rep.lookups[j].companion) by_name.prefetch_bytes(replay_hashes[j]);
+      if (const size_t j = k + 2 * kAhead; j < n) {
+        if (const ActualTensor* g = guessed(j)) __builtin_prefetch(g);
+        else if (!rep.lookups[j].companion && replay_hashes[j]) by_name.prefetch_tensor(replay_hashes[j]);
+      }
+      if (const size_t j = k + kAhead; j < n) {
+        if (const ActualTensor* g = guessed(j)) __builtin_prefetch(g->name.data());
+        else if (!rep.lookups[j].companion && replay_hashes[j]) by_name.prefetch_bytes(replay_hashes[j]);
+      }
     };
     for (size_t k = 0; k < std::min(n, 3 * kAhead); ++k)
-      prefetch_slot(rep.lookups[k].companion, replay_hashes[k]);
+      if (replay_hashes[k]) prefetch_slot(rep.lookups[k].companion, replay_hashes[k]);
     replay_marks.clear();
+    uint64_t position_hits = 0;
     for (size_t k = 0; k < n; ++k) {
       prefetch(k);
       const auto& lk = rep.lookups[k];
       const std::string_view name = name_at(k);
       if (lk.companion) {
-        if ((companions.find(name, replay_hashes[k]) != ViewIds::npos) != lk.found) return false;
+        // The guessed tensor, when it is a companion of this module, settles it (found).
+        if (const ActualTensor* g = guessed(k); g && companion_module(g->name) == name) {
+          ++position_hits;
+          continue;
+        }
+        const uint64_t h = replay_hashes[k] ? replay_hashes[k] : hash_name(name);
+        if ((companions.find(name, h) != ViewIds::npos) != lk.found) return false;
         continue;
       }
-      const uint32_t t = by_name.find(name, replay_hashes[k]);  // npos == kNone
+      uint32_t t = kNone;
+      if (const ActualTensor* g = guessed(k); g && g->name == name) {
+        t = static_cast<uint32_t>(g - in.tensors.data());
+        ++position_hits;
+      }
+      if (t == kNone) {
+        const uint64_t h = replay_hashes[k] ? replay_hashes[k] : hash_name(name);
+        t = by_name.find(name, h);  // npos == kNone
+        if (t != kNone && lk.tensor != kNone && guess) {
+          shift = static_cast<int64_t>(t) - static_cast<int64_t>(lk.tensor);
+          shifted = true;
+        }
+      }
       if ((t == kNone) != (lk.tensor == kNone)) return false;
       if (t == kNone) continue;
       const ActualTensor& a = in.tensors[t];
@@ -363,6 +411,7 @@ struct Engine {
     }
     for (uint32_t t : replay_marks) consumed[t] = 1;
     layer_replay_count.fetch_add(1, std::memory_order_relaxed);
+    layer_replay_position_hit_count.fetch_add(position_hits, std::memory_order_relaxed);
     return true;
   }
 
@@ -376,8 +425,9 @@ struct Engine {
     return t;
   }
   bool companion_lookup(std::string_view module) {
-    const bool found = companions.contains(module);
-    if (recorder) record(true, module, kNone, found);
+    const uint32_t id = companions.find(module);
+    const bool found = id != ViewIds::npos;
+    if (recorder) record(true, module, found ? companion_tensor[id] : kNone, found);
     return found;
   }
   const ActualTensor* get(std::string_view name) {
@@ -1190,7 +1240,9 @@ struct Engine {
     for (const auto& t : in.tensors) companion_count += companion_module(t.name).has_value();
     companions.reset(companion_count);
     for (const auto& t : in.tensors) {
-      if (auto m = companion_module(t.name)) companions.insert(*m, hash_name(*m));
+      if (auto m = companion_module(t.name))
+        if (companions.insert(*m, hash_name(*m)) == companion_tensor.size())
+          companion_tensor.push_back(static_cast<uint32_t>(&t - in.tensors.data()));
       if (!t.name.empty() && !ends_with(t.name, ".weight"))
         for (size_t k = 0; k < std::size(kActivationSuffixes); ++k)
           if (kActivationSuffixes[k].back() == t.name.back() && ends_with(t.name, kActivationSuffixes[k]))
@@ -1479,6 +1531,7 @@ struct Engine {
 
 void set_layer_replay(bool on) { layer_replay_on.store(on); }
 uint64_t layer_replays() { return layer_replay_count.load(); }
+uint64_t layer_replay_position_hits() { return layer_replay_position_hit_count.load(); }
 
 void check_conformance(const ConformanceInput& in, unsigned families, FindingSink& sink) {
   if (!in.config) return;

@@ -39,6 +39,9 @@ void check_conformance(const ConformanceInput& in, unsigned families, FindingSin
 void set_layer_replay(bool on);
 // Decoder layers judged by replay so far in this process (for tests and CKPT_TIMINGS readers).
 uint64_t layer_replays();
+// Lookups of replayed layers settled by the tensor at the representative's position, shifted
+// (for tests: the fast path is taken).
+uint64_t layer_replay_position_hits();
 
 }  // namespace ckpt::arch
 

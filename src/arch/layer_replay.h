@@ -30,7 +30,8 @@ namespace ckpt::arch::replay {
 struct Lookup {
   bool companion = false;
   std::string rest;                 // the name after the layer's base
-  uint32_t tensor = UINT32_MAX;     // by_name: the tensor found (UINT32_MAX: none)
+  uint32_t tensor = UINT32_MAX;     // the tensor found (UINT32_MAX: none); companions: one
+                                    // companion tensor of the module, when found
   bool found = false;               // companions: the answer
   bool newly_consumed = false;      // by_name: the layer's checks consumed the tensor
 };

@@ -3,6 +3,7 @@
 // replayed layer and of the representative layer removed, retyped, reshaped, renamed, given
 // a stray companion or moved to another shard, are compared with the engine's findings with
 // replay turned off, field for field and in order.
+#include <algorithm>
 #include <deque>
 
 #include "arch/conformance.h"
@@ -92,6 +93,13 @@ void mutate_layer(const arch::ConformanceInput& clean, const std::string& layer_
       in.tensors[i].file = names.emplace_back("other-shard.safetensors");
       compare(in, "moved " + n);
     }
+    {  // a name held twice (lookups find the first): replay may not take a tensor by position
+      arch::ConformanceInput in = clean;
+      arch::ActualTensor copy = t;
+      copy.dtype = st::DType::I32;
+      in.tensors.insert(in.tensors.begin(), copy);
+      compare(in, "duplicated " + n);
+    }
   }
 }
 
@@ -118,6 +126,13 @@ TEST(LayerReplay, ChangesNoFindingOnAnyFixtureOrMutation) {
       const std::string label = o.arch + (q.empty() ? "" : " --quant " + q);
       const auto on = conformance(clean, true), off = conformance(clean, false);
       EXPECT_TRUE(same(on, off)) << label << " clean\nwith replay:\n" << describe(on) << "without:\n" << describe(off);
+      {  // the tensors listed in another order: layers no longer sit alike, replay finds them by name
+        arch::ConformanceInput reversed = clean;
+        std::reverse(reversed.tensors.begin(), reversed.tensors.end());
+        std::rotate(reversed.tensors.begin(), reversed.tensors.begin() + reversed.tensors.size() / 3, reversed.tensors.end());
+        const auto r_on = conformance(reversed, true), r_off = conformance(reversed, false);
+        EXPECT_TRUE(same(r_on, r_off)) << label << " reordered\nwith replay:\n" << describe(r_on) << "without:\n" << describe(r_off);
+      }
       ++fixtures;
       // The prefix of the decoder layers: the text of a stored name up to "layers.".
       std::string prefix;
@@ -149,9 +164,20 @@ TEST(LayerReplay, IsTakenOnRepeatedLayers) {
   auto loaded = load_checkpoint((d / "m").string());
   ASSERT_TRUE(loaded.checkpoint.has_value());
   const arch::ConformanceInput in = arch::conformance_input(*loaded.checkpoint);
-  const uint64_t before = arch::layer_replays();
+  const uint64_t before = arch::layer_replays(), hits_before = arch::layer_replay_position_hits();
   const auto on = conformance(in, true);
   EXPECT_EQ(arch::layer_replays() - before, 5u) << describe(on);  // layer 0 checked, layers 1-5 replayed
+  // The layers are listed alike, so after a replayed layer's first lookup by name each of its
+  // other tensors is found at its representative's position (companion lookups may add more).
+  size_t later_layer_tensors = 0;
+  for (int layer = 1; layer <= 5; ++layer) {
+    const std::string base = "layers." + std::to_string(layer) + ".";
+    size_t here = 0;
+    for (const auto& t : in.tensors) here += t.name.find(base) != std::string_view::npos;
+    ASSERT_GT(here, 1u);
+    later_layer_tensors += here - 1;
+  }
+  EXPECT_GE(arch::layer_replay_position_hits() - hits_before, later_layer_tensors);
   for (const auto& f : on) EXPECT_NE(f.severity, Severity::error) << describe(on);
   EXPECT_TRUE(same(on, conformance(in, false)));
   EXPECT_EQ(arch::layer_replays() - before, 5u);
