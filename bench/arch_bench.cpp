@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   auto plan = arch::expected_tensors(view);
   std::vector<st::TensorToWrite> tensors;
   for (const auto& x : plan)
-    if (names.count(x.name)) tensors.push_back({x.name, arch::resolve_dtype(x.dtype, view.model_dtype), x.shape, {}});
+    if (names.count(std::string(x.name))) tensors.push_back({std::string(x.name), arch::resolve_dtype(x.dtype, view.model_dtype), x.shape, {}});
 
   fs::path dir = fs::temp_directory_path() / ("ckpt-arch-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);

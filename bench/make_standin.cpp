@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
         auto view = ckpt::arch::resolve_config(cfg.value, [&](std::string_view n) { return wm->find(n) != nullptr; });
         const auto scheme = ckpt::quant::parse_scheme(cfg.value);
         for (const auto& x : ckpt::arch::expected_tensors(view, scheme ? &*scheme : nullptr))
-          planned[x.name] = {x.name, ckpt::arch::resolve_dtype(x.dtype, view.model_dtype), x.shape};
+          planned[std::string(x.name)] = {std::string(x.name), ckpt::arch::resolve_dtype(x.dtype, view.model_dtype), x.shape};
       }
     for (const auto& [name, file] : wm->as_object()) {
       auto it = planned.find(name);

@@ -12,13 +12,14 @@
 //       return ckpt.weight(n) != nullptr; });           // probe picks the key layout; may be {}
 //   if (!view.arch) { /* unknown model_type: structural checks only */ }
 //   auto scheme = quant::parse_scheme(cfg);            // nullopt when not quantized
-//   std::vector<arch::ExpectedTensor> plan =
-//       arch::expected_tensors(view, scheme ? &*scheme : nullptr);
+//   arch::Plan plan = arch::expected_tensors(view, scheme ? &*scheme : nullptr);
 //
 // A generator writes every tensor of `plan` whose presence is Required, and chooses for each
 // optional group (see Presence) whether to write all of its members or none.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -77,7 +78,9 @@ enum class Presence : uint8_t {
 };
 
 struct ExpectedTensor {
-  std::string name;              // full checkpoint key, prefix included
+  // Full checkpoint key, prefix included. Its bytes belong to the Plan the entry came from (a
+  // plan of 90k tensors allocated a name each): an entry must not outlive its plan.
+  std::string_view name;
   Shape shape;                   // header shape (two dimensions inline: no allocation per tensor)
   DTypeRole dtype = DTypeRole::Model;
   ModuleKind kind = ModuleKind::Param;
@@ -93,6 +96,71 @@ struct ExpectedTensor {
   std::string_view module() const;
   // Logical [out, in] of a Linear/Embedding weight (last two dims); {0,0} otherwise.
   std::pair<uint64_t, uint64_t> out_in() const;
+};
+
+// Expected tensors in order, with the storage of their names. Moving a plan keeps every name
+// valid (the bytes stay where they are); so does adding entries. Not copyable: a copy's
+// entries would view the original's names.
+class Plan {
+ public:
+  using value_type = ExpectedTensor;
+  using iterator = std::vector<ExpectedTensor>::iterator;
+  using const_iterator = std::vector<ExpectedTensor>::const_iterator;
+
+  Plan() = default;
+  Plan(Plan&&) noexcept = default;
+  Plan& operator=(Plan&&) noexcept = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  // A copy of `s` in this plan's storage, for an entry's name.
+  std::string_view intern(std::string_view s) {
+    if (s.size() > left_) {
+      const size_t n = std::max<size_t>(s.size(), kChunk);
+      chunks_.emplace_back(new char[n]);  // not zeroed: every byte is written before it is read
+      next_ = chunks_.back().get();
+      left_ = n;
+    }
+    char* at = next_;
+    if (!s.empty()) std::memcpy(at, s.data(), s.size());
+    next_ += s.size();
+    left_ -= s.size();
+    return {at, s.size()};
+  }
+  // A new last entry named `name` (interned).
+  ExpectedTensor& add(std::string_view name) {
+    ExpectedTensor& x = entries_.emplace_back();
+    x.name = intern(name);
+    return x;
+  }
+  // Appends another plan's entries (their names interned here).
+  void append(const Plan& other) {
+    for (const ExpectedTensor& x : other.entries_) {
+      entries_.push_back(x);
+      entries_.back().name = intern(x.name);
+    }
+  }
+
+  std::vector<ExpectedTensor>& entries() { return entries_; }
+  const std::vector<ExpectedTensor>& entries() const { return entries_; }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  void reserve(size_t n) { entries_.reserve(n); }
+  ExpectedTensor& operator[](size_t i) { return entries_[i]; }
+  const ExpectedTensor& operator[](size_t i) const { return entries_[i]; }
+  ExpectedTensor& back() { return entries_.back(); }
+  const ExpectedTensor& back() const { return entries_.back(); }
+  iterator begin() { return entries_.begin(); }
+  iterator end() { return entries_.end(); }
+  const_iterator begin() const { return entries_.begin(); }
+  const_iterator end() const { return entries_.end(); }
+
+ private:
+  static constexpr size_t kChunk = 64u << 10;
+  std::vector<ExpectedTensor> entries_;
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  char* next_ = nullptr;
+  size_t left_ = 0;
 };
 
 // ---- config view -----------------------------------------------------------------------
@@ -197,9 +265,8 @@ struct ExpectOptions {
 // With a quantization scheme, each module the scheme quantizes is replaced by its packed
 // weight and companions (quant::quantized_tensors); without one, all weights are float.
 // Empty when view.arch is null.
-std::vector<ExpectedTensor> expected_tensors(const ConfigView& view,
-                                             const quant::QuantScheme* scheme = nullptr,
-                                             const ExpectOptions& opts = {});
+Plan expected_tensors(const ConfigView& view, const quant::QuantScheme* scheme = nullptr,
+                      const ExpectOptions& opts = {});
 
 // Tensors loaders drop when present (non-persistent buffers such as rotary_emb.inv_freq,
 // cos_cached, sin_cached). Returns a reason, or empty.

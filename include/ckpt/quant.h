@@ -190,10 +190,8 @@ std::optional<QuantScheme> parse_scheme(const json::Value& config);
 // The tensors one quantized module carries: `lead` are leading dims (stacked experts),
 // [out, in] the logical float shape. Names are module + suffix (".weight", ".scales", ...;
 // gpt-oss: module + "_blocks"). dtypes use DTypeRole::Model for float scales.
-std::vector<arch::ExpectedTensor> quantized_tensors(std::string_view module,
-                                                    std::span<const uint64_t> lead,
-                                                    uint64_t out, uint64_t in,
-                                                    const ModuleQuant& mq);
+arch::Plan quantized_tensors(std::string_view module, std::span<const uint64_t> lead, uint64_t out, uint64_t in,
+                             const ModuleQuant& mq);
 
 // Suffixes a quantized module may carry in any scheme (".scales", ".qweight", ...): used to
 // recognise companions of modules on disk.

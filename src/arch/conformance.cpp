@@ -249,14 +249,14 @@ struct Engine {
 
   Engine(const ConformanceInput& i, unsigned f, FindingSink& s) : in(i), fam(f), sink(s) {}
 
-  void emit(const char* code, Severity sev, std::string msg, std::string file, std::string tensor,
+  void emit(const char* code, Severity sev, std::string msg, std::string file, std::string_view tensor,
             std::string hint) {
     ++emit_calls;  // a layer that emits anything, shown or not, represents no other (layer replay)
     unsigned need = code[0] == 'C' ? kCF : code[0] == 'A' ? kAR : kQZ;
     if (!(fam & need)) return;
     if (capture) {  // a trial resolution (check_module): kept aside until one is chosen
       capture->error = capture->error || sev == Severity::error;
-      capture->findings.push_back({code, sev, std::move(msg), std::move(file), std::move(tensor), std::move(hint)});
+      capture->findings.push_back({code, sev, std::move(msg), std::move(file), std::string(tensor), std::move(hint)});
       return;
     }
     size_t& n = capped[code];
@@ -269,7 +269,7 @@ struct Engine {
       return;
     }
     ++n;
-    sink.add(code, sev, std::move(msg), std::move(file), std::move(tensor), std::move(hint));
+    sink.add(code, sev, std::move(msg), std::move(file), tensor, std::move(hint));
   }
 
   // Whether `module` has quantization companions on disk; the answer for the module being
@@ -584,7 +584,7 @@ struct Engine {
     if (x.dtype == DTypeRole::Model) {
       if (!is_float(a.dtype)) {
         emit("QZ008", Severity::error,
-             x.name + " is stored as " + std::string(st::dtype_name(a.dtype)) + " " + shape_str(s) +
+             std::string(x.name) + " is stored as " + std::string(st::dtype_name(a.dtype)) + " " + shape_str(s) +
                  "; a float weight was expected (no quantization companions are present)",
              std::string(a.file), x.name,
              scheme ? "the declared scheme does not quantize this module; an integer/FP8 tensor here "
@@ -593,7 +593,7 @@ struct Engine {
       }
     } else if (resolve_dtype(x.dtype, view.model_dtype) != a.dtype && !(is_float(a.dtype) && x.dtype == DTypeRole::F32)) {
       emit("AR010", Severity::warning,
-           x.name + " has dtype " + std::string(st::dtype_name(a.dtype)) + "; expected " +
+           std::string(x.name) + " has dtype " + std::string(st::dtype_name(a.dtype)) + "; expected " +
                std::string(dtype_role_name(x.dtype)),
            std::string(a.file), x.name, "");
     }
@@ -602,7 +602,7 @@ struct Engine {
   void diagnose_shape(const ExpectedTensor& x, const ActualTensor& a) {
     std::vector<uint64_t> s(a.shape.begin(), a.shape.end());
     const std::string file(a.file);
-    std::string base = x.name + ": stored " + shape_str(s) + " " + std::string(st::dtype_name(a.dtype)) +
+    std::string base = std::string(x.name) + ": stored " + shape_str(s) + " " + std::string(st::dtype_name(a.dtype)) +
                        ", config implies " + shape_str(x.shape);
     // transposed
     if (s.size() == x.shape.size() && s.size() >= 2) {
@@ -635,7 +635,7 @@ struct Engine {
     if ((x.kind == ModuleKind::Embedding || x.name == view.head) && s.size() == 2 && x.shape.size() == 2 &&
         s[1] == x.shape[1] && s[0] != x.shape[0] && x.shape[0] == static_cast<uint64_t>(view.dim_or("V", -1))) {
       emit("AR006", Severity::error,
-           x.name + " has " + std::to_string(s[0]) + " rows; vocab_size is " + std::to_string(x.shape[0]), file,
+           std::string(x.name) + " has " + std::to_string(s[0]) + " rows; vocab_size is " + std::to_string(x.shape[0]), file,
            x.name,
            s[0] > x.shape[0] ? "the embedding was resized (added tokens) but vocab_size was not updated"
                              : "vocab_size is larger than the stored embedding; loaders fail on the shape");
@@ -649,7 +649,7 @@ struct Engine {
       if (!expert_mismatch_layers.empty()) return;  // already reported once per layer as AR009
       if (router_reported++ < 3)
         emit("AR009", Severity::error,
-             x.name + " routes to " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(E) +
+             std::string(x.name) + " routes to " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(E) +
                  (view.experts.field.empty() ? "" : " (" + view.experts.field + ")"),
              file, x.name, "the expert count in config.json disagrees with the router");
       return;
@@ -658,7 +658,7 @@ struct Engine {
     if (x.expert < 0 && x.shape.size() >= 3 && s.size() == x.shape.size() && s[0] != x.shape[0] &&
         std::equal(s.begin() + 1, s.end(), x.shape.begin() + 1)) {
       emit("AR009", Severity::error,
-           x.name + " stacks " + std::to_string(s[0]) + " experts; the config says " + std::to_string(x.shape[0]) +
+           std::string(x.name) + " stacks " + std::to_string(s[0]) + " experts; the config says " + std::to_string(x.shape[0]) +
                (view.experts.field.empty() ? "" : " (" + view.experts.field + ")"),
            file, x.name, "the expert count in config.json disagrees with the stored experts");
       return;
@@ -670,7 +670,7 @@ struct Engine {
            file, x.name, "fuse gate_up_proj along dim 1");
       return;
     }
-    auto cause = caused_by.find(x.name);
+    auto cause = caused_by.find(std::string(x.name));
     emit("AR004", Severity::error, base, file, x.name,
          cause != caused_by.end() ? cause->second : x.mtp ? "MTP layer (loaders drop it, vLLM's MTP head reads it)" : "");
   }
@@ -685,6 +685,7 @@ struct Engine {
   };
   std::unordered_map<std::string, PartsTemplate> parts_by_geometry;
   std::vector<ExpectedTensor> parts_buf;
+  std::vector<std::string> parts_names;  // parts_buf's names (kept, with their capacity)
   std::string parts_key;
   const std::vector<ExpectedTensor>& module_parts(std::string_view module, std::span<const uint64_t> lead, uint64_t O,
                                                   uint64_t I, const ModuleQuant& mq) {
@@ -704,15 +705,21 @@ struct Engine {
     auto it = parts_by_geometry.find(parts_key);
     if (it == parts_by_geometry.end()) {
       PartsTemplate t;
-      t.parts = quant::quantized_tensors("", lead, O, I, mq);
-      for (auto& p : t.parts) t.suffixes.push_back(std::exchange(p.name, {}));
+      const Plan parts = quant::quantized_tensors("", lead, O, I, mq);
+      for (const auto& p : parts) {
+        t.suffixes.emplace_back(p.name);
+        t.parts.push_back(p);
+        t.parts.back().name = {};
+      }
       it = parts_by_geometry.emplace(parts_key, std::move(t)).first;
     }
     const PartsTemplate& tmpl = it->second;
     parts_buf.resize(tmpl.parts.size());
+    if (parts_names.size() < tmpl.parts.size()) parts_names.resize(tmpl.parts.size());  // before any view of them
     for (size_t k = 0; k < tmpl.parts.size(); ++k) {
-      parts_buf[k] = tmpl.parts[k];  // an empty name: the buffer's string keeps its capacity
-      parts_buf[k].name.assign(module).append(tmpl.suffixes[k]);
+      parts_names[k].assign(module).append(tmpl.suffixes[k]);
+      parts_buf[k] = tmpl.parts[k];
+      parts_buf[k].name = parts_names[k];
     }
     return parts_buf;
   }
@@ -755,7 +762,7 @@ struct Engine {
         return;
       }
       emit("QZ005", Severity::error,
-           x.name + " is a plain " + std::string(st::dtype_name(fw->dtype)) + " " + shape_str(s) + " but " +
+           std::string(x.name) + " is a plain " + std::string(st::dtype_name(fw->dtype)) + " " + shape_str(s) + " but " +
                mq.reason + " declares it quantized (" + std::string(quant::format_name(mq.format)) + ", " +
                std::to_string(mq.bits) + "-bit)",
            std::string(fw->file), x.name,
@@ -765,8 +772,8 @@ struct Engine {
     }
     if (!any_present && !fw) {
       emit("AR001", x.presence == Presence::Required ? Severity::error : Severity::warning,
-           "missing " + x.name + " " + shape_str(x.shape) + " (quantized as " +
-               std::string(quant::format_name(mq.format)) + ": expected " + parts.front().name + ")",
+           "missing " + std::string(x.name) + " " + shape_str(x.shape) + " (quantized as " +
+               std::string(quant::format_name(mq.format)) + ": expected " + std::string(parts.front().name) + ")",
            in.index_file, x.name, "");
       return;
     }
@@ -777,7 +784,7 @@ struct Engine {
         if (p.presence == Presence::Required) {
           bool zp = ends_with(p.name, "zero_point") || ends_with(p.name, ".qzeros");
           emit(zp ? "QZ006" : "QZ002", Severity::error,
-               "missing " + p.name + " " + shape_str(p.shape) + ": " + mq.reason + " makes " + std::string(mod) + " " +
+               "missing " + std::string(p.name) + " " + shape_str(p.shape) + ": " + mq.reason + " makes " + std::string(mod) + " " +
                    std::string(quant::format_name(mq.format)) + " " + std::to_string(mq.bits) + "-bit" +
                    (zp ? " asymmetric (zero points required)" : ""),
                in.index_file, p.name,
@@ -803,7 +810,7 @@ struct Engine {
         // expert count is the cause, not the packing (reported once per module).
         if (k == 0 || !present.front())
           emit("AR009", Severity::error,
-               p.name + " stacks " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(p.shape[0]) +
+               std::string(p.name) + " stacks " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(p.shape[0]) +
                    (view.experts.field.empty() ? "" : " (" + view.experts.field + ")") +
                    "; the packed geometry of each expert matches " + std::string(quant::format_name(mq.format)) + " " +
                    std::to_string(mq.bits) + "-bit",
@@ -816,13 +823,13 @@ struct Engine {
         // A quantized router whose rows disagree with the expert count: the count is the cause.
         if (expert_mismatch_layers.empty() && (k == 0 || !present.front()) && router_reported++ < 3)
           emit("AR009", Severity::error,
-               p.name + " routes to " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(E) +
+               std::string(p.name) + " routes to " + std::to_string(s[0]) + " experts; config.json says " + std::to_string(E) +
                    (view.experts.field.empty() ? "" : " (" + view.experts.field + ")"),
                std::string(a->file), p.name, "the expert count in config.json disagrees with the router");
         continue;
       }
       if (!shape_ok) {
-        std::string msg = p.name + ": stored " + shape_str(s) + ", but " + std::string(quant::format_name(mq.format)) +
+        std::string msg = std::string(p.name) + ": stored " + shape_str(s) + ", but " + std::string(quant::format_name(mq.format)) +
                           " " + std::to_string(mq.bits) + "-bit" +
                           (mq.group_size > 0 ? " group " + std::to_string(mq.group_size) : "") + " over [" +
                           std::to_string(O) + ", " + std::to_string(I) + "] implies " + shape_str(p.shape) +
@@ -865,7 +872,7 @@ struct Engine {
                       ((ends_with(p.name, "zero_point") || ends_with(p.name, "g_idx")) && is_int(a->dtype));
       if (!dtype_ok)
         emit("QZ007", Severity::error,
-             p.name + " has dtype " + std::string(st::dtype_name(a->dtype)) + "; " +
+             std::string(p.name) + " has dtype " + std::string(st::dtype_name(a->dtype)) + "; " +
                  std::string(quant::format_name(mq.format)) + " stores it as " + std::string(dtype_role_name(p.dtype)),
              std::string(a->file), p.name, "");
     }
@@ -1030,7 +1037,7 @@ struct Engine {
       std::string detail;
       if (w) {
         std::vector<uint64_t> s(w->shape.begin(), w->shape.end());
-        detail = " (" + x.name + " stored " + shape_str(s) + " " + std::string(st::dtype_name(w->dtype)) +
+        detail = " (" + std::string(x.name) + " stored " + shape_str(s) + " " + std::string(st::dtype_name(w->dtype)) +
                  ", the loader expects " + shape_str(x.shape) + " float";
         if (is_int(w->dtype) && !s.empty() && !x.shape.empty())
           if (auto b = quant::packed_bits_for(s.back(), x.shape.back(), st::dtype_bits(w->dtype)))
@@ -1064,14 +1071,14 @@ struct Engine {
   void missing(const ExpectedTensor& x) {
     if (x.presence != Presence::Required) return;  // optional/group handled by callers
     emit("AR001", Severity::error,
-         "missing " + x.name + " " + shape_str(x.shape) + ": " + std::string(view.arch->model_type) +
+         "missing " + std::string(x.name) + " " + shape_str(x.shape) + ": " + std::string(view.arch->model_type) +
              " with this config.json needs it" + (x.why.empty() ? "" : " (" + std::string(x.why) + ")"),
          in.index_file, x.name,
          "strict loaders (mlx-lm) fail with \"Missing parameters\"; transformers initialises it randomly");
   }
 
   // MLX switch_mlp / fused expert layouts: rewrite the per-expert plan where the files use them.
-  void adapt_expert_layouts(std::vector<ExpectedTensor>& plan) {
+  void adapt_expert_layouts(Plan& plan) {
     if (!any_expert_layout) return;
     const int64_t E = view.dim_or("E", 0);
     std::vector<ExpectedTensor> out;
@@ -1081,7 +1088,7 @@ struct Engine {
         out.push_back(std::move(x));
         continue;
       }
-      std::string n = x.name;
+      std::string n(x.name);
       auto p = n.find(".experts." + std::to_string(x.expert) + ".");
       if (p == std::string::npos) {
         out.push_back(std::move(x));
@@ -1101,28 +1108,28 @@ struct Engine {
       }
       if (x.expert != 0) continue;
       if (is_mlx) {
-        x.name = mlx;
+        x.name = plan.intern(mlx);
         x.shape.insert(x.shape.begin(), static_cast<uint64_t>(E));
       } else {  // transformers v5 fused layout: gate_up [E, 2*I, H], down [E, H, I]
         if (rest == "up_proj.weight") continue;
         if (rest == "gate_proj.weight") {
-          x.name = cont + ".experts.gate_up_proj";
+          x.name = plan.intern(cont + ".experts.gate_up_proj");
           x.shape = {static_cast<uint64_t>(E), 2 * x.shape[0], x.shape[1]};
         } else {
-          x.name = cont + ".experts.down_proj";
+          x.name = plan.intern(cont + ".experts.down_proj");
           x.shape.insert(x.shape.begin(), static_cast<uint64_t>(E));
         }
       }
       x.expert = -1;
       out.push_back(std::move(x));
     }
-    plan = std::move(out);
+    plan.entries() = std::move(out);  // the names stay in the plan's storage
   }
 
   // Expert count from per-expert names, checked before the tensor walk (AR009).
   std::unordered_set<std::string> expert_mismatch_layers;
   size_t router_reported = 0;
-  void check_expert_counts(const std::vector<ExpectedTensor>& plan) {
+  void check_expert_counts(const Plan& plan) {
     const int64_t E = view.dim_or("E", 0);
     // containers: "<...>.experts." prefixes in the plan
     std::unordered_map<std::string, int64_t> want;  // container prefix -> E
@@ -1178,7 +1185,7 @@ struct Engine {
   // hidden_size gets transformers' 2304 against tensors of 1152). Evidence: float tensors whose
   // stored shape differs from the plan exactly where the plan has the default, all by one value.
   std::unordered_map<std::string, std::string> caused_by;  // tensor -> "CF011: field defaulted to v"
-  void defaulted_fields_against_tensors(const std::vector<ExpectedTensor>& plan) {
+  void defaulted_fields_against_tensors(const Plan& plan) {
     for (const auto& is : view.issues) {
       if (is.kind != ConfigIssue::Defaulted || is.var.empty() || is.value <= 1) continue;
       const uint64_t v = static_cast<uint64_t>(is.value);
@@ -1210,7 +1217,7 @@ struct Engine {
       std::vector<uint64_t> s0(a0->shape.begin(), a0->shape.end());
       emit("CF011", Severity::error,
            is.field + " is absent from config.json, so loaders use their default " + std::to_string(v) + ", but " +
-               witnesses[0]->name + " is stored " + shape_str(s0) + " where that default implies " +
+               std::string(witnesses[0]->name) + " is stored " + shape_str(s0) + " where that default implies " +
                shape_str(witnesses[0]->shape) +
                (witnesses.size() > 1 ? " (and " + std::to_string(witnesses.size() - 1) + " more tensors agree)" : "") +
                ": the tensors say " + is.field + " = " + std::to_string(*implied),
@@ -1219,7 +1226,7 @@ struct Engine {
                " to config.json; transformers would build the model at the default size and fail on (or "
                "randomly initialise around) every one of these tensors");
       for (const auto* x : witnesses)
-        caused_by[x->name] = "follows from CF011: " + is.field + " is absent and defaults to " + std::to_string(v);
+        caused_by[std::string(x->name)] = "follows from CF011: " + is.field + " is absent and defaults to " + std::to_string(v);
     }
   }
 
@@ -1308,7 +1315,7 @@ struct Engine {
       return;
     }
 
-    std::vector<ExpectedTensor> plan = expected_tensors(view, nullptr);
+    Plan plan = expected_tensors(view, nullptr);
     for (auto& ids : fused_prefixes) ids.reset(plan.size() / 2);
     adapt_expert_layouts(plan);
     check_expert_counts(plan);
@@ -1367,11 +1374,11 @@ struct Engine {
         if (!present) {
           if (x.mtp) {
             emit("AR013", Severity::warning,
-                 "MTP layers are partly present: missing " + x.name + " " + shape_str(x.shape), in.index_file,
+                 "MTP layers are partly present: missing " + std::string(x.name) + " " + shape_str(x.shape), in.index_file,
                  x.name, "vLLM's MTP head needs the complete layer; transformers and mlx-lm drop MTP weights");
           } else {
             emit("AR011", Severity::error,
-                 "kv-shared layer " + std::to_string(x.layer) + " ships only part of its k/v: missing " + x.name +
+                 "kv-shared layer " + std::to_string(x.layer) + " ships only part of its k/v: missing " + std::string(x.name) +
                      " " + shape_str(x.shape),
                  in.index_file, x.name,
                  "layers >= num_hidden_layers - num_kv_shared_layers may omit k_proj, v_proj and k_norm "

@@ -60,7 +60,7 @@ inline std::string layer_base(std::string_view prefix, int32_t layer) {
 // The plan's decoder-layer runs. A run can be replayed or represent others only when its layer
 // has no other run, and none of its entries is a tower, MTP or presence-group entry (whose
 // verdicts depend on other layers), and every entry's name starts with the layer's base.
-inline std::vector<Run> runs_of(const std::vector<ExpectedTensor>& plan, std::string_view prefix) {
+inline std::vector<Run> runs_of(const Plan& plan, std::string_view prefix) {
   std::vector<Run> runs;
   for (size_t k = 0; k < plan.size();) {
     const int32_t layer = plan[k].layer;
@@ -88,7 +88,7 @@ inline std::vector<Run> runs_of(const std::vector<ExpectedTensor>& plan, std::st
 }
 
 // Whether the run's entries are the representative's, layer index (of the same length) aside.
-inline bool same_layout(const std::vector<ExpectedTensor>& plan, const Representative& rep, const Run& run,
+inline bool same_layout(const Plan& plan, const Representative& rep, const Run& run,
                         size_t base_size) {
   // Layer indices of one length only: the scheme's resolution memo (and a digit-free regex's
   // `\d`) tells a one-digit layer from a two-digit one, never two of the same length.

@@ -604,8 +604,8 @@ std::string subst(std::string_view base, std::string_view rel, int64_t e, int64_
 }
 
 // base + rel for one expert rule of one layer, for every expert: the text around rel's one
-// "{e}" is laid out once, so each name is one exact-size allocation and two copies. A rel
-// with no "{e}", several, or a "{j}" goes through subst().
+// "{e}" is laid out once, and each name is written into one reused buffer (the plan interns
+// it). A rel with no "{e}", several, or a "{j}" goes through subst().
 class ExpertName {
  public:
   ExpertName(std::string_view base, std::string_view rel) : base_(base), rel_(rel) {
@@ -616,16 +616,16 @@ class ExpertName {
     head_.reserve(base.size() + at);
     head_.append(base).append(rel.substr(0, at));
     tail_ = rel.substr(at + 3);
+    out_ = head_;
   }
-  std::string operator()(int64_t e) const {
-    if (!simple_) return subst(base_, rel_, e, 0);
+  // The name of expert e; valid until the next call.
+  std::string_view operator()(int64_t e) {
+    if (!simple_) return out_ = subst(base_, rel_, e, 0);
     char num[24];
     const auto r = std::to_chars(num, num + sizeof num, e);
-    const size_t digits = size_t(r.ptr - num);
-    std::string out;
-    out.reserve(head_.size() + digits + tail_.size());
-    out.append(head_).append(num, digits).append(tail_);
-    return out;
+    out_.resize(head_.size());  // keeps head_'s bytes, written once
+    out_.append(num, size_t(r.ptr - num)).append(tail_);
+    return out_;
   }
 
  private:
@@ -633,13 +633,13 @@ class ExpertName {
   bool simple_ = false;
   std::string head_;
   std::string_view tail_;
+  std::string out_;
 };
 
 }  // namespace
 
-std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant::QuantScheme* scheme,
-                                             const ExpectOptions& opts) {
-  std::vector<ExpectedTensor> out;
+Plan expected_tensors(const ConfigView& view, const quant::QuantScheme* scheme, const ExpectOptions& opts) {
+  Plan out;
   if (!view.arch) return out;
   const Table* t = static_cast<const Table*>(view.arch->impl);
   const Compiled* c = compiled_for(t);
@@ -676,11 +676,10 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
 
   uint32_t next_group = 1;
   uint32_t mtp_group = 0;
-  auto emit = [&](std::string name, const std::vector<uint64_t>& shape, const Rule& r, int32_t layer,
+  auto emit = [&](std::string_view name, const std::vector<uint64_t>& shape, const Rule& r, int32_t layer,
                   int32_t expert, Presence pres, uint32_t group, bool mtp, bool tower,
                   std::string_view why) {
-    ExpectedTensor& x = out.emplace_back();  // in place: a million-tensor plan moves nothing
-    x.name = std::move(name);
+    ExpectedTensor& x = out.add(name);  // in place: a million-tensor plan moves nothing
     x.shape = shape;
     x.dtype = r.dtype;
     x.kind = r.kind;
@@ -792,7 +791,7 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
         why = "kv-shared layer";
       }
       if (rule.scope == Scope::Expert) {
-        const ExpertName en(base, rule.name);
+        ExpertName en(base, rule.name);
         for (int64_t e = 0; e < E; ++e)
           emit(en(e), shape, rule, static_cast<int32_t>(i), static_cast<int32_t>(e), pres, group, mtp, false, why);
       } else {
@@ -829,7 +828,7 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
         if (rule.scope != Scope::Layer && rule.scope != Scope::Expert) continue;
         if (!cond(r) || !eval_shape(r, shape)) continue;
         if (rule.scope == Scope::Expert) {
-          const ExpertName en(base, rule.name);
+          ExpertName en(base, rule.name);
           for (int64_t e = 0; e < E; ++e)
             emit(en(e), shape, rule, static_cast<int32_t>(L + k),
                  static_cast<int32_t>(e), Presence::Group, mtp_group, true, false, "MTP");
@@ -851,13 +850,11 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
     const int64_t vL = view.dim_or("vL", 0);
     const uint64_t npos = vp ? (img / vp) * (img / vp) : 0;
     const uint64_t H = view.dim_or("H", 0);
-    auto tw = [&](std::string name, std::vector<uint64_t> s, ModuleKind k) {
-      ExpectedTensor x;
-      x.name = std::move(name);
+    auto tw = [&](const std::string& name, std::vector<uint64_t> s, ModuleKind k) {
+      ExpectedTensor& x = out.add(name);
       x.shape = std::move(s);
       x.kind = k;
       x.tower = true;
-      out.push_back(std::move(x));
     };
     tw(vt + "embeddings.patch_embedding.weight", {vH, C, vp, vp}, ModuleKind::Param);
     tw(vt + "embeddings.patch_embedding.bias", {vH}, ModuleKind::Bias);
@@ -890,13 +887,11 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
                    vo = view.dim_or("qvout", 0), m = view.dim_or("qvm", 1);
     const int64_t vL = view.dim_or("qvL", 0);
     const uint64_t mH = vH * m * m;
-    auto tw = [&](std::string name, std::vector<uint64_t> s, ModuleKind k) {
-      ExpectedTensor x;
-      x.name = "model.visual." + std::move(name);
+    auto tw = [&](const std::string& name, std::vector<uint64_t> s, ModuleKind k) {
+      ExpectedTensor& x = out.add("model.visual." + name);
       x.shape = std::move(s);
       x.kind = k;
       x.tower = true;
-      out.push_back(std::move(x));
     };
     tw("patch_embed.proj.weight", {vH, C, tp, p, p}, ModuleKind::Param);
     tw("patch_embed.proj.bias", {vH}, ModuleKind::Bias);
@@ -926,31 +921,35 @@ std::vector<ExpectedTensor> expected_tensors(const ConfigView& view, const quant
 
   // quantization: replace each quantized module's weight by its packed form + companions
   if (scheme && scheme->method != quant::Method::None) {
-    std::vector<ExpectedTensor> q;
-    q.reserve(out.size() * 2);
-    for (auto& x : out) {
+    // Entries taken over keep their names' bytes: `q` takes `out`'s storage with them.
+    Plan q = std::move(out);
+    std::vector<ExpectedTensor> floats = std::move(q.entries());
+    q.entries().clear();
+    q.reserve(floats.size() * 2);
+    for (auto& x : floats) {
       bool weight_like = (x.kind == ModuleKind::Linear || x.kind == ModuleKind::Embedding) &&
                          x.shape.size() >= 2 && !x.tower;
       if (!weight_like) {
-        q.push_back(std::move(x));
+        q.entries().push_back(std::move(x));
         continue;
       }
       auto [o, in] = x.out_in();
       quant::ModuleQuant mq = scheme->for_module(x.module(), x.kind, in);
       if (!mq.quantized) {
-        q.push_back(std::move(x));
+        q.entries().push_back(std::move(x));
         continue;
       }
       std::vector<uint64_t> lead(x.shape.begin(), x.shape.end() - 2);
-      auto parts = quant::quantized_tensors(x.module(), lead, o, in, mq);
-      for (auto& p : parts) {
-        p.layer = x.layer;
-        p.expert = x.expert;
-        p.presence = x.presence;
-        p.group = x.group;
-        p.mtp = x.mtp;
-        p.why = x.why;
-        q.push_back(std::move(p));
+      const Plan parts = quant::quantized_tensors(x.module(), lead, o, in, mq);
+      for (const auto& p : parts) {
+        ExpectedTensor& y = q.entries().emplace_back(p);
+        y.name = q.intern(p.name);
+        y.layer = x.layer;
+        y.expert = x.expert;
+        y.presence = x.presence;
+        y.group = x.group;
+        y.mtp = x.mtp;
+        y.why = x.why;
       }
     }
     out = std::move(q);

@@ -58,22 +58,21 @@ struct Dims {
 };
 }  // namespace
 
-std::vector<ExpectedTensor> quantized_tensors(std::string_view module, std::span<const uint64_t> lead,
-                                              uint64_t O, uint64_t I, const ModuleQuant& mq) {
-  std::vector<ExpectedTensor> out;
+arch::Plan quantized_tensors(std::string_view module, std::span<const uint64_t> lead, uint64_t O, uint64_t I,
+                             const ModuleQuant& mq) {
+  arch::Plan out;
   out.reserve(4);
+  std::string name;
   auto add = [&](std::string_view suffix, Dims tail, DTypeRole d, Presence p = Presence::Required,
                  bool with_lead = true) {
-    ExpectedTensor t;
-    t.name.reserve(module.size() + suffix.size());
-    t.name.append(module).append(suffix);
+    name.assign(module).append(suffix);
+    ExpectedTensor& t = out.add(name);
     t.shape.reserve((with_lead ? lead.size() : 0) + tail.n);
     if (with_lead) t.shape.assign(lead.begin(), lead.end());
     t.shape.insert(t.shape.end(), tail.v, tail.v + tail.n);
     t.dtype = d;
     t.kind = ModuleKind::Quant;
     t.presence = p;
-    out.push_back(std::move(t));
   };
   const uint64_t b = mq.bits > 0 ? static_cast<uint64_t>(mq.bits) : 4;
   const uint64_t g = mq.group_size > 0 ? static_cast<uint64_t>(mq.group_size) : I;

@@ -66,7 +66,7 @@ Result compare(const std::string& dir) {
   auto scheme = quant::parse_scheme(cfg);
   auto plan = arch::expected_tensors(view, scheme ? &*scheme : nullptr);
   std::map<std::string, const arch::ExpectedTensor*> by_name;
-  for (const auto& t : plan) by_name[t.name] = &t;
+  for (const auto& t : plan) by_name[std::string(t.name)] = &t;
 
   uint64_t exception_bytes = 0;
   for (const auto& n : names) {
@@ -89,7 +89,7 @@ Result compare(const std::string& dir) {
     if (dir == e.dir) exception_bytes += e.bytes;
   r.predicted_bytes += exception_bytes;
   for (const auto& t : plan)
-    if (t.presence == arch::Presence::Required && !names.count(t.name)) r.missing.push_back(t.name);
+    if (t.presence == arch::Presence::Required && !names.count(std::string(t.name))) r.missing.emplace_back(t.name);
   return r;
 }
 

@@ -24,7 +24,7 @@ std::vector<T> standin_tensors(const std::string& dir) {
   auto scheme = quant::parse_scheme(cfg);
   auto plan = arch::expected_tensors(view, scheme ? &*scheme : nullptr);
   std::map<std::string, const arch::ExpectedTensor*> by;
-  for (const auto& x : plan) by[x.name] = &x;
+  for (const auto& x : plan) by[std::string(x.name)] = &x;
   for (const auto& n : names) {
     auto it = by.find(n);
     if (it != by.end())

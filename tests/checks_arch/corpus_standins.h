@@ -106,7 +106,7 @@ inline std::vector<T> layout_tensors(const std::string& dir, std::map<std::strin
   auto scheme = quant::parse_scheme(cfg);
   auto plan = arch::expected_tensors(view, scheme ? &*scheme : nullptr);
   std::map<std::string, const arch::ExpectedTensor*> by;
-  for (const auto& x : plan) by[x.name] = &x;
+  for (const auto& x : plan) by[std::string(x.name)] = &x;
   std::vector<T> out;
   for (const auto& n : names) {
     auto it = by.find(n);

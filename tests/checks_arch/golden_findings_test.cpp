@@ -303,7 +303,7 @@ std::vector<T> deepseek_tensors(const std::string& cfg_text) {
     const bool bf16_in_mtp = x.name == "model.layers.61.eh_proj.weight" || x.name == "model.layers.61.shared_head.head.weight";
     if (x.name == "model.layers.61.eh_proj.weight_scale_inv" || x.name == "model.layers.61.shared_head.head.weight_scale_inv")
       continue;
-    out.push_back({x.name, bf16_in_mtp ? st::DType::BF16 : arch::resolve_dtype(x.dtype, view.model_dtype), x.shape});
+    out.push_back({std::string(x.name), bf16_in_mtp ? st::DType::BF16 : arch::resolve_dtype(x.dtype, view.model_dtype), x.shape});
   }
   return out;
 }

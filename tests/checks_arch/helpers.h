@@ -45,7 +45,7 @@ inline std::vector<T> plan_for(const std::string& config_text, bool with_groups 
   for (const auto& x : plan) {
     if (x.presence == arch::Presence::Optional && !with_optional) continue;
     if (x.presence == arch::Presence::Group && (!with_groups || x.mtp)) continue;
-    out.push_back({x.name, arch::resolve_dtype(x.dtype, view.model_dtype), x.shape});
+    out.push_back({std::string(x.name), arch::resolve_dtype(x.dtype, view.model_dtype), x.shape});
   }
   return out;
 }

@@ -74,12 +74,12 @@ inline std::unique_ptr<StandIn> corpus_standin(const std::string& dir, const std
   auto scheme = quant::parse_scheme(cfg);
   auto plan = arch::expected_tensors(view, scheme ? &*scheme : nullptr);
   std::map<std::string, const arch::ExpectedTensor*> by;
-  for (const auto& x : plan) by[x.name] = &x;
+  for (const auto& x : plan) by[std::string(x.name)] = &x;
   if (!has_index)
     for (const auto& x : plan)
       if (x.presence != arch::Presence::Optional || x.mtp) {  // a tied head is not shipped; MTP layers are
-        names.insert(x.name);
-        file_of[x.name] = "model.safetensors";
+        names.emplace(x.name);
+        file_of[std::string(x.name)] = "model.safetensors";
       }
   for (const auto& n : names) {
     Planned p;
@@ -117,7 +117,7 @@ inline std::unique_ptr<StandIn> plan_standin(const std::string& config_text) {
   auto scheme = quant::parse_scheme(cfg);
   for (const auto& x : arch::expected_tensors(view, scheme ? &*scheme : nullptr)) {
     if (x.presence == arch::Presence::Optional && !x.mtp) continue;
-    s->tensors.push_back({x.name, "model.safetensors", arch::resolve_dtype(x.dtype, view.model_dtype), x.shape});
+    s->tensors.push_back({std::string(x.name), "model.safetensors", arch::resolve_dtype(x.dtype, view.model_dtype), x.shape});
   }
   write_shards(s->dir.path(), s->tensors);
   write_text(s->dir / "config.json", config_text);

@@ -41,7 +41,7 @@ bool write_standin(const fs::path& config, const fs::path& dir, std::string& why
   std::vector<st::TensorToWrite> tensors;
   for (const auto& x : arch::expected_tensors(view, scheme ? &*scheme : nullptr)) {
     if (x.presence != arch::Presence::Required || x.tower || x.mtp) continue;
-    tensors.push_back({x.name, arch::resolve_dtype(x.dtype, view.model_dtype),
+    tensors.push_back({std::string(x.name), arch::resolve_dtype(x.dtype, view.model_dtype),
                        std::vector<uint64_t>(x.shape.begin(), x.shape.end()), {}});
   }
   fs::create_directories(dir);
