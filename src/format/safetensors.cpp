@@ -151,16 +151,10 @@ class FastHeaderScanner : io::JsonCursor {
     const char* const b = p;
     uint64_t v = 0;
     if (e - p >= 8) {
-      uint64_t w;
-      std::memcpy(&w, p, 8);
-      const uint64_t d = w - 0x3030303030303030ull;  // each digit byte now holds 0..9
-      // A byte is a digit when d's byte is below 10; borrows only travel up from a non-digit,
-      // so the lowest flagged byte is the first non-digit.
-      const uint64_t stop = (d | (d + 0x7676767676767676ull)) & 0x8080808080808080ull;
-      const unsigned n = stop ? static_cast<unsigned>(__builtin_ctzll(stop)) / 8 : 8;  // n >= 1 here
-      v = eight_digits(d << (8 * (8 - n)));
-      p += n;
-      if (n < 8) goto digits_done;  // the number ended inside the word
+      const io::LeadingDigits first = io::leading_digits8(p);  // count >= 1 here
+      v = first.value;
+      p += first.count;
+      if (first.count < 8) goto digits_done;  // the number ended inside the word
     }
     while (p < e && p - b <= 19 && static_cast<unsigned char>(*p - '0') <= 9) v = v * 10 + static_cast<uint64_t>(*p++ - '0');
     if (p - b > 19) return false;
@@ -169,12 +163,6 @@ class FastHeaderScanner : io::JsonCursor {
     p_ = p;
     out = v;
     return true;
-  }
-  // The value of 8 decimal digits, one per byte (0..9), the most significant in the lowest byte.
-  static uint64_t eight_digits(uint64_t d) {
-    d = d * 10 + (d >> 8);  // bytes 0, 2, 4, 6 now hold two-digit values
-    return (((d & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
-            (((d >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
   }
   bool metadata() {
     if (!eat('{')) return false;

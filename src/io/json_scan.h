@@ -33,6 +33,32 @@ inline const char* find_string_stop(const char* p, const char* end) {
   return end;
 }
 
+// The value of 8 decimal digits, one per byte (0..9), the most significant in the lowest byte.
+[[gnu::always_inline]] inline uint64_t eight_digits(uint64_t d) {
+  d = d * 10 + (d >> 8);  // bytes 0, 2, 4, 6 now hold two-digit values
+  return (((d & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+          (((d >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+}
+
+// The ASCII digits that begin the 8 bytes at p (all 8 must be readable): how many (0..8) and
+// their value, from one load and a few multiplications (a loop costs ~10 instructions a
+// digit, and the big JSON files hold hundreds of thousands of 5- to 11-digit numbers).
+struct LeadingDigits {
+  uint64_t value;
+  unsigned count;
+};
+[[gnu::always_inline]] inline LeadingDigits leading_digits8(const char* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  const uint64_t d = w - 0x3030303030303030ull;  // each digit byte now holds 0..9
+  // A byte is a digit when d's byte is below 10; borrows only travel up from a non-digit, so
+  // the lowest flagged byte is the first non-digit.
+  const uint64_t stop = (d | (d + 0x7676767676767676ull)) & 0x8080808080808080ull;
+  const unsigned n = stop ? static_cast<unsigned>(__builtin_ctzll(stop)) / 8 : 8;
+  if (n == 0) return {0, 0};
+  return {eight_digits(d << (8 * (8 - n))), n};
+}
+
 // The cursor of a one-pass scanner over JSON bytes [p_, end_): the primitives the header and
 // index scanners share. Every read is bounds-checked; "false" means "not the plain subset
 // here", and the caller falls back to its general parser.
