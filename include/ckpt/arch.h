@@ -133,13 +133,6 @@ class Plan {
     x.name = intern(name);
     return x;
   }
-  // Appends another plan's entries (their names interned here).
-  void append(const Plan& other) {
-    for (const ExpectedTensor& x : other.entries_) {
-      entries_.push_back(x);
-      entries_.back().name = intern(x.name);
-    }
-  }
 
   std::vector<ExpectedTensor>& entries() { return entries_; }
   const std::vector<ExpectedTensor>& entries() const { return entries_; }

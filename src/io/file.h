@@ -36,10 +36,11 @@ std::string read_file(const std::filesystem::path& p, uint64_t max_bytes, std::s
 
 // A whole file read in parts by several threads: copying a large file out of the page cache
 // (a 17 MB tokenizer.json: 8 ms) is otherwise the longest single task of a parallel phase.
-// open_and_size() (one task, queued before the parts; it never throws) opens the file and sizes `out`; read_part(k) (any thread,
-// after open_and_size has returned; wait_sized() waits for that) copies part k; finish(), once
-// every part is read, leaves in `out` what one read_file would: the bytes up to where the file
-// ended (a file that shrank while read ends at its first short part), or an error text.
+// open_and_size() (one task, queued before the parts; it never throws) opens the file and
+// sizes `out`; read_part(k) (any thread; it waits until open_and_size has returned) copies
+// part k; finish(), once every part is read, leaves in `out` what one read_file would: the
+// bytes up to where the file ended (a file that shrank while read ends at its first short
+// part), or an error text.
 class PartedRead {
  public:
   static size_t parts_for(uint64_t size, uint64_t part_bytes) {
