@@ -21,6 +21,10 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "io/json_scan.h"
 #include "io/string_arena.h"
 
@@ -128,6 +132,22 @@ struct Cursor {
   bool string(std::string_view& out) {
     if (!eat('"')) return false;
     const char* start = p;
+#if defined(__SSE2__)
+    // Sixteen bytes at a time up to the first quote, backslash or control byte: one load, three
+    // compares and a mask, where a token of 9-16 bytes (most of a large vocabulary) took two
+    // rounds of the eight-byte test below and its tail byte by byte.
+    while (end - p >= 16) {
+      const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i quote = _mm_cmpeq_epi8(w, _mm_set1_epi8('"'));
+      const __m128i backslash = _mm_cmpeq_epi8(w, _mm_set1_epi8('\\'));
+      const __m128i control = _mm_cmpeq_epi8(_mm_max_epu8(w, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));  // w <= 0x1f
+      if (const unsigned m = unsigned(_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)))) {
+        p += __builtin_ctz(m);
+        return finish_string(start, out);
+      }
+      p += 16;
+    }
+#endif
     // Eight bytes at a time up to the first quote, backslash or control byte (the lowest byte a
     // has-zero test flags is always a true hit; later flags may be borrows and are not used).
     static_assert(std::endian::native == std::endian::little, "the lowest flagged byte is the first");
@@ -143,6 +163,11 @@ struct Cursor {
       }
       p += 8;
     }
+    return finish_string(start, out);
+  }
+  // From the cursor (at or before the string's first quote, backslash or control byte) to the
+  // end of the string that began at `start`.
+  bool finish_string(const char* start, std::string_view& out) {
     while (p < end) {
       unsigned char c = static_cast<unsigned char>(*p);
       if (c == '"') {
