@@ -134,8 +134,8 @@ struct Cursor {
     const char* start = p;
 #if defined(__SSE2__)
     // Sixteen bytes at a time up to the first quote, backslash or control byte: one load, three
-    // compares and a mask, where a token of 9-16 bytes (most of a large vocabulary) took two
-    // rounds of the eight-byte test below and its tail byte by byte.
+    // compares and a mask, where a string of eight bytes or more took two or more rounds of the
+    // eight-byte test below.
     while (end - p >= 16) {
       const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
       const __m128i quote = _mm_cmpeq_epi8(w, _mm_set1_epi8('"'));
