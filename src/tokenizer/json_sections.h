@@ -21,10 +21,6 @@
 #include <string_view>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "io/json_scan.h"
 #include "io/string_arena.h"
 
@@ -102,6 +98,7 @@ struct Cursor {
     // Most calls stand on a token already (a quote, ':', ',', a digit): JSON whitespace and the
     // control bytes the loop below also stops at are the bytes at or below ' '.
     if (p < end && static_cast<unsigned char>(*p) > ' ') return;
+    static_assert(std::endian::native == std::endian::little, "the lowest differing byte is the first");
     constexpr uint64_t spaces = 0x2020202020202020ull;
     for (;;) {
       if (end - p >= 8) {
@@ -132,37 +129,9 @@ struct Cursor {
   bool string(std::string_view& out) {
     if (!eat('"')) return false;
     const char* start = p;
-#if defined(__SSE2__)
-    // Sixteen bytes at a time up to the first quote, backslash or control byte: one load, three
-    // compares and a mask, where a string of eight bytes or more took two or more rounds of the
-    // eight-byte test below.
-    while (end - p >= 16) {
-      const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      const __m128i quote = _mm_cmpeq_epi8(w, _mm_set1_epi8('"'));
-      const __m128i backslash = _mm_cmpeq_epi8(w, _mm_set1_epi8('\\'));
-      const __m128i control = _mm_cmpeq_epi8(_mm_max_epu8(w, _mm_set1_epi8(0x1f)), _mm_set1_epi8(0x1f));  // w <= 0x1f
-      if (const unsigned m = unsigned(_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)))) {
-        p += __builtin_ctz(m);
-        return finish_string(start, out);
-      }
-      p += 16;
-    }
-#endif
-    // Eight bytes at a time up to the first quote, backslash or control byte (the lowest byte a
-    // has-zero test flags is always a true hit; later flags may be borrows and are not used).
-    static_assert(std::endian::native == std::endian::little, "the lowest flagged byte is the first");
-    constexpr uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    while (end - p >= 8) {
-      uint64_t w;
-      std::memcpy(&w, p, 8);
-      const uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-      const uint64_t hit = ((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w);
-      if (const uint64_t m = hit & highs) {
-        p += __builtin_ctzll(m) / 8;
-        break;
-      }
-      p += 8;
-    }
+    // To the first quote, backslash or control byte, sixteen bytes at a time where SSE2 is
+    // available (the safetensors header and index scanners' search).
+    p = io::find_string_stop(p, end);
     return finish_string(start, out);
   }
   // From the cursor (at or before the string's first quote, backslash or control byte) to the
