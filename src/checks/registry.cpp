@@ -83,11 +83,14 @@ std::vector<Finding> run_checks(const Checkpoint& ckpt, const VerifyOptions& opt
   const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
   parallel::run(tasks.size(), threads, [&](size_t k) {
     for (size_t i : tasks[k]) {
+      const bool timed = timings::enabled();
+      const double w0 = timed ? timings::wall_now_ms() : 0, c0 = timed ? timings::thread_cpu_now_ms() : 0;
       try {
         kFamilies[i]->run(ckpt, opts, sinks[i]);
       } catch (...) {
         failures[i] = std::current_exception();
       }
+      if (timed) timings::task(kFamilies[i]->name, timings::wall_now_ms() - w0, timings::thread_cpu_now_ms() - c0);
     }
   });
   for (const auto& e : failures)

@@ -4,8 +4,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <thread>
 
 namespace ckpt::timings {
@@ -46,6 +48,14 @@ double g_wall0 = 0, g_cpu0 = 0;
 // pipeline) are ignored rather than racing on the array.
 std::thread::id g_owner;
 
+struct Task {
+  std::string_view name;  // a family's static name
+  double wall_ms, cpu_ms;
+  int after_mark;  // printed after this many phase marks
+};
+Task g_tasks[32];
+std::atomic<int> g_task_count{0};
+
 }  // namespace
 
 bool enabled() {
@@ -65,6 +75,17 @@ void mark(const char* phase) {
   g_marks[g_count++] = {phase, now_ms(CLOCK_MONOTONIC), now_ms(CLOCK_PROCESS_CPUTIME_ID), heap_mb(), rss_mb()};
 }
 
+double wall_now_ms() { return now_ms(CLOCK_MONOTONIC); }
+double thread_cpu_now_ms() { return now_ms(CLOCK_THREAD_CPUTIME_ID); }
+
+void task(std::string_view name, double wall_ms, double thread_cpu_ms) {
+  if (!enabled()) return;
+  const int i = g_task_count.fetch_add(1, std::memory_order_relaxed);
+  if (i >= 32) return;
+  // g_count is read racily by a worker; it only decides where the line is printed.
+  g_tasks[i] = {name, wall_ms, thread_cpu_ms, g_count + 1};
+}
+
 void report() {
   if (!enabled()) return;
   double w = g_wall0, c = g_cpu0;
@@ -74,6 +95,10 @@ void report() {
                  g_marks[i].cpu_ms - c, g_marks[i].heap_mb, g_marks[i].rss_mb);
     w = g_marks[i].wall_ms;
     c = g_marks[i].cpu_ms;
+    const int tasks = std::min(g_task_count.load(), 32);
+    for (int t = 0; t < tasks; ++t)
+      if (g_tasks[t].after_mark == i + 1)
+        std::fprintf(stderr, "  task %-21.*s %9.2f %9.2f\n", static_cast<int>(g_tasks[t].name.size()), g_tasks[t].name.data(), g_tasks[t].wall_ms, g_tasks[t].cpu_ms);
   }
   std::fprintf(stderr, "%-28s %9.2f %9.2f\n", "total (since first use)", w - g_wall0, c - g_cpu0);
 }
