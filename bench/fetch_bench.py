@@ -20,7 +20,8 @@ once per run, the order reversed on odd runs, each into a fresh output directory
 reports medians with min-max and the median CPU time (user + system of the command and
 its children; the hub's own CPU is not in it); ratios are curl's median over the case's
 (> 1: faster than curl). ckpt's time includes the sha256 of every byte, the per-blob lock and the atomic
-publish (rows with --fsync add the fdatasync of every blob before it is published); curl only
+publish (rows with --fsync add the fdatasync of every blob before it is published; rows with
+--direct write every byte to the disk with O_DIRECT, around the page cache); curl only
 writes the bytes into the page cache. The load average is printed before and after: on a
 shared machine it decides more than the client does.
 
@@ -319,6 +320,7 @@ def main():
                 "single: ckpt 1 stream --fsync": (lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "1",
                                                                    "--fsync"), None),
                 "single: ckpt 4 ranges (default)": (lambda: ckpt_cmd(ep1, "bench/single", "--range-parts", "4"), None),
+                "single: ckpt --direct": (lambda: ckpt_cmd(ep1, "bench/single", "--direct"), None),
                 f"{nf} files: curl sequential": (lambda: curl_multi(False), None),
                 f"{nf} files: curl -Z (8 parallel)": (lambda: curl_multi(True), None),
                 f"{nf} files: xargs -P4 curl": (lambda: xargs_multi(False), None),
@@ -329,6 +331,8 @@ def main():
                                                                 "1"), None),
                 f"{nf} files: ckpt --jobs 8 --fsync": (lambda: ckpt_cmd(ep2, "bench/multi", "--jobs", "8",
                                                                         "--range-parts", "1", "--fsync"), None),
+                f"{nf} files: ckpt --jobs 8 --direct": (lambda: ckpt_cmd(ep2, "bench/multi", "--jobs", "8",
+                                                                         "--direct"), None),
             }
 
         cases = {}
@@ -370,13 +374,14 @@ def main():
             def verdict(name, ok, detail):
                 print(f"  {hub}: {name}: {'holds' if ok else 'MISSED'} ({detail})")
 
-            for row in ("single: ckpt 4 ranges (default)", "single: ckpt 1 stream"):
+            for row in ("single: ckpt 4 ranges (default)", "single: ckpt 1 stream", "single: ckpt --direct"):
                 r = m["single: curl"] / m[row]
                 verdict(f"{row} >= 0.9x curl", r >= 0.9, f"{r:.2f}x")
             r = m[f"{nf} files: curl sequential"] / m[f"{nf} files: ckpt --jobs 8"]
             verdict(f"{nf} files: ckpt --jobs 8 >= sequential curl", r >= 1.0, f"{r:.2f}x")
             for row, base in (("single: ckpt 4 ranges (default)", "single: curl + sha256sum"),
                               ("single: ckpt 1 stream", "single: curl + sha256sum"),
+                              ("single: ckpt --direct", "single: curl + sha256sum"),
                               (f"{nf} files: ckpt --jobs 8", f"{nf} files: curl sequential + sha256sum"),
                               (f"{nf} files: ckpt --jobs 8", f"{nf} files: xargs -P4 (curl && sha256sum)")):
                 r = m[base] / m[row]

@@ -75,6 +75,7 @@ struct FetchOptions {
   double retry_after_max = 60.0;        // cap on a server's Retry-After / RateLimit wait
   uint64_t range_threshold = 64ull << 20;  // files at least this big download in parallel ranges
   unsigned range_parts = 4;             // ranges per large file
+  bool direct_io = false;                // lone streams write with O_DIRECT, bypassing the page cache
   bool durable = false;                 // fdatasync each blob before the rename publishes it (--fsync)
   std::function<void(const FileProgress&)> on_progress;  // may be empty
   std::function<void(size_t files, uint64_t known_bytes)> on_plan;  // after listing; may be empty

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <optional>
@@ -106,77 +107,167 @@ char* write_buffer() {
 }  // namespace
 
 // (Declared in fetch_internal.h: TransferState points to it.)
-// A lone in-order stream with a core to spare: the write buffers, once written to the file,
-// go to a helper thread that hashes them from memory, so hashing overlaps receiving and no
-// byte is read back from the page cache (PrefixHasher's pread costed a copy of every byte).
-// A ring of kSlots write buffers: the writer fills one while the helper hashes the others.
-// Hand-offs go in batches (the helper is woken once kBatch buffers wait and hashes all that
-// wait, outside the lock; the writer waits only when every slot is queued): one wake-up per
-// buffer cost 18,865 futex calls per 512 MiB, and under load each one a context switch.
+// A lone in-order stream with a core to spare: the write buffers go to a helper thread that
+// hashes them from memory, so hashing overlaps receiving and no byte is read back from the
+// page cache (PrefixHasher's pread costed a copy of every byte).
+// A ring of slots: the receiver fills one while the helper hashes the others. Hand-offs go in
+// batches (the helper is woken once kBatch buffers wait and hashes all that wait, outside the
+// lock; the receiver waits only when every slot is queued): one wake-up per buffer cost
+// 18,865 futex calls per 512 MiB, and under load each one a context switch.
+// Direct mode (a file opened with O_DIRECT): the slots are 1 MiB, page-aligned, and a second
+// helper writes them to the file, bypassing the page cache, so the receiver only receives and
+// copies; a slot is reused once it is both hashed and written. A slot whose offset or length
+// is not a multiple of the page size (the file's tail, a response that ended mid-slot) is
+// written through the buffered descriptor instead.
 class MemoryHasher {
  public:
-  static constexpr size_t kSlots = 16, kBatch = 8;
-  explicit MemoryHasher(HashState& hs) : hs_(hs) {
-    for (auto& b : slots_) b.reset(new char[kWriteBuffer]);
-    thread_ = std::thread([this] { run(); });
+  static constexpr size_t kSlots = 16, kBatch = 8;  // direct mode: 16 MiB of slots per transfer
+  static constexpr size_t kDirectSlot = 1u << 20, kDirectAlign = 4096;
+  // direct_fd >= 0: direct mode (takes ownership of it); buffered_fd is then the file's
+  // ordinary descriptor, for the slots direct I/O cannot take.
+  MemoryHasher(HashState& hs, int direct_fd = -1, int buffered_fd = -1)
+      : hs_(hs), direct_fd_(direct_fd), buffered_fd_(buffered_fd) {
+    slot_size_ = direct_fd_ >= 0 ? kDirectSlot : kWriteBuffer;
+    for (auto& b : slots_) {
+      void* m = nullptr;
+      if (::posix_memalign(&m, kDirectAlign, slot_size_) != 0) throw std::bad_alloc();
+      b.reset(static_cast<char*>(m));
+    }
+    thread_ = std::thread([this] { run_hash(); });
+    if (direct_fd_ >= 0) writer_ = std::thread([this] { run_write(); });
   }
-  ~MemoryHasher() { finish(); }
+  ~MemoryHasher() {
+    finish();
+    if (direct_fd_ >= 0) ::close(direct_fd_);
+  }
   MemoryHasher(const MemoryHasher&) = delete;
   MemoryHasher& operator=(const MemoryHasher&) = delete;
-  // The buffer the writer fills now.
+  // True when this object writes the submitted buffers itself (direct mode).
+  bool writes() const { return direct_fd_ >= 0; }
+  size_t slot_size() const { return slot_size_; }
+  // The buffer the receiver fills now.
   char* buffer() {
     std::lock_guard<std::mutex> g(mu_);
     return slots_[head_ % kSlots].get();
   }
-  // The writer's current buffer holds `n` bytes, written to the file: hash them next. Returns
-  // the buffer to fill next, waiting while every other one is still queued.
-  char* submit(size_t n) {
+  // The receiver's current buffer holds `n` bytes for file offset `offset` (already written
+  // to the file unless writes()): hash (and write) them next. Returns the buffer to fill
+  // next, waiting while every other one is still queued.
+  char* submit(size_t n, uint64_t offset) {
     std::unique_lock<std::mutex> l(mu_);
     lens_[head_ % kSlots] = n;
+    offsets_[head_ % kSlots] = offset;
     ++head_;
-    const bool wake = head_ - tail_ >= kBatch;
-    if (head_ - tail_ == kSlots) {
+    const bool wake = head_ - hash_tail_ >= kBatch;
+    if (head_ - oldest() == kSlots) {
       work_.notify_one();
-      space_.wait(l, [&] { return head_ - tail_ < kSlots; });
+      space_.wait(l, [&] { return head_ - oldest() < kSlots; });
     }
     char* next = slots_[head_ % kSlots].get();
     l.unlock();
     if (wake) work_.notify_one();  // outside the lock, so the helper does not wake into it
+    if (writes()) write_work_.notify_one();
     return next;
   }
-  // Hashes what was submitted, then stops the helper: hs.hashed is exact afterwards.
-  void finish() {
+  // Hashes (and writes) what was submitted, then stops the helpers: hs.hashed is exact
+  // afterwards. Returns false, with the error, when a write failed: the file then holds the
+  // submitted bytes only up to written_upto().
+  bool finish(std::string* err = nullptr) {
     {
       std::lock_guard<std::mutex> g(mu_);
       stop_ = true;
     }
     work_.notify_one();
+    write_work_.notify_one();
     if (thread_.joinable()) thread_.join();
+    if (writer_.joinable()) writer_.join();
+    if (!write_error_.empty() && err) *err = write_error_;
+    return write_error_.empty();
   }
+  uint64_t written_upto() const { return written_upto_; }
+  // A write failed (direct mode): the receiver stops instead of downloading the rest for nothing.
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
 
  private:
-  void run() {
+  uint64_t oldest() const { return writes() ? std::min(hash_tail_, write_tail_) : hash_tail_; }
+  void run_hash() {
     std::unique_lock<std::mutex> l(mu_);
     while (true) {
-      work_.wait(l, [&] { return stop_ || head_ - tail_ >= kBatch; });
-      if (tail_ == head_) break;  // stopped and drained
-      // Everything queued now, outside the lock; the writer only touches slots past head_.
-      uint64_t from = tail_, to = head_;
+      work_.wait(l, [&] { return stop_ || head_ - hash_tail_ >= kBatch; });
+      if (hash_tail_ == head_) break;  // stopped and drained
+      // Everything queued now, outside the lock; the receiver only touches slots past head_.
+      uint64_t from = hash_tail_, to = head_;
       l.unlock();
       for (uint64_t k = from; k < to; ++k) hs_.update(slots_[k % kSlots].get(), lens_[k % kSlots]);
       l.lock();
-      tail_ = to;
+      hash_tail_ = to;
       space_.notify_one();
     }
   }
+  void run_write() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (true) {
+      write_work_.wait(l, [&] { return stop_ || head_ > write_tail_; });
+      if (write_tail_ == head_) break;
+      uint64_t from = write_tail_, to = head_;
+      l.unlock();
+      for (uint64_t k = from; k < to; ++k) {
+        const char* d = slots_[k % kSlots].get();
+        const size_t n = lens_[k % kSlots];
+        const uint64_t off = offsets_[k % kSlots];
+        if (!write_error_.empty()) continue;  // drain without writing past the failure
+        const bool direct = !direct_refused_ && off % kDirectAlign == 0 && n % kDirectAlign == 0;
+        if (!write_all(direct ? direct_fd_ : buffered_fd_, d, n, off)) {
+          // A filesystem that opens with O_DIRECT but refuses the write: buffered from here on.
+          if (direct && errno == EINVAL) {
+            direct_refused_ = true;
+            if (write_all(buffered_fd_, d, n, off)) {
+              written_upto_ = off + n;
+              continue;
+            }
+          }
+          write_error_ = std::string("write failed: ") + std::strerror(errno);
+          failed_ = true;
+          continue;
+        }
+        written_upto_ = off + n;
+      }
+      l.lock();
+      write_tail_ = to;
+      space_.notify_one();
+    }
+  }
+  static bool write_all(int fd, const char* d, size_t n, uint64_t off) {
+    for (size_t done = 0; done < n;) {
+      ssize_t w = ::pwrite(fd, d + done, n - done, static_cast<off_t>(off + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        if (w == 0) errno = EIO;
+        return false;
+      }
+      done += static_cast<size_t>(w);
+    }
+    return true;
+  }
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
   HashState& hs_;
-  std::unique_ptr<char[]> slots_[kSlots];
+  int direct_fd_, buffered_fd_;
+  size_t slot_size_;
+  std::unique_ptr<char, FreeDeleter> slots_[kSlots];
   size_t lens_[kSlots] = {};
-  uint64_t head_ = 0, tail_ = 0;  // submitted, hashed
+  uint64_t offsets_[kSlots] = {};
+  uint64_t head_ = 0, hash_tail_ = 0, write_tail_ = 0;  // submitted, hashed, written
   std::mutex mu_;
-  std::condition_variable work_, space_;  // the helper waits for work, the writer for space
+  // The hasher waits for work, the writer for work, the receiver for space.
+  std::condition_variable work_, write_work_, space_;
   bool stop_ = false;
-  std::thread thread_;
+  std::string write_error_;  // set by the writer only; read after it is joined
+  uint64_t written_upto_ = 0;
+  bool direct_refused_ = false;  // the writer's own
+  std::atomic<bool> failed_{false};
+  std::thread thread_, writer_;
 };
 
 namespace {
@@ -238,9 +329,17 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
     uint64_t kicked = cur;  // durable mode: writeback already started for [.., kicked)
     auto flush = [&]() {
       if (used == 0) return true;
-      if (!pwrite_all(fd, buf, used, buf_start, &write_err)) return false;
+      if (mh && mh->writes()) {
+        buf = mh->submit(used, buf_start);  // written by the helper, straight to the file
+        if (mh->failed()) {
+          write_err = "write failed";
+          return false;
+        }
+      } else {
+        if (!pwrite_all(fd, buf, used, buf_start, &write_err)) return false;
+        if (mh) buf = mh->submit(used, buf_start);
+      }
       buf_start += used;
-      if (mh) buf = mh->submit(used);
       used = 0;
       pos = buf_start;
       if (ctx.opts.durable && buf_start - kicked >= (8u << 20)) {
@@ -334,12 +433,13 @@ AttemptResult get_range(TransferState& ts, const std::string& url0, int fd, uint
         return false;
       }
       if (mh) {  // through the ring of write buffers, each hashed once it is written
+        const size_t cap = mh->slot_size();
         for (size_t done = 0; done < n;) {
-          size_t k = std::min(n - done, kWriteBuffer - used);
+          size_t k = std::min(n - done, cap - used);
           std::memcpy(buf + used, data + done, k);
           used += k;
           done += k;
-          if (used == kWriteBuffer && !flush()) {
+          if (used == cap && !flush()) {
             ar.fatal = true;
             return false;
           }
@@ -482,7 +582,8 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
     ++total_attempts;
     uint64_t before = have;
     AttemptResult ar;
-    if (ranges_ok && ctx.opts.range_parts > 1 && size - have >= ctx.opts.range_threshold) {
+    // Direct mode takes one stream: the hash is made from the write buffers, in order.
+    if (ranges_ok && !ctx.opts.direct_io && ctx.opts.range_parts > 1 && size - have >= ctx.opts.range_threshold) {
       // Parallel ranges over [have, size); each part writes contiguously from its start.
       unsigned parts = ctx.opts.range_parts;
       uint64_t span = size - have;
@@ -585,14 +686,20 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
     std::optional<MemoryHasher> mh;
     // The only transfer running, with a core to spare: the hash runs on a helper thread, from
     // the write buffers once they are written (MemoryHasher), so hashing overlaps receiving.
-    // With several transfers the cores are busy anyway: inline is cheaper.
-    bool offload = ctx.transfers.load() == 1 && size - have >= (16u << 20) && std::thread::hardware_concurrency() > 1;
+    // With several transfers the cores are busy anyway: inline is cheaper. Direct mode always
+    // offloads (its writes wait on the device, not on a core) past one slot's worth.
+    bool offload = ctx.opts.direct_io ? size - have >= MemoryHasher::kDirectSlot
+                                      : ctx.transfers.load() == 1 && size - have >= (16u << 20) &&
+                                            std::thread::hardware_concurrency() > 1;
     if (ts.hs && ts.hs->active() && ts.hs->hashed < have) {
       ph.emplace(*ts.hs, tmp);
       ph->advance(have);
       ts.prefix_hasher = &*ph;
     } else if (ts.hs && ts.hs->active() && offload) {
-      mh.emplace(*ts.hs);
+      int direct_fd = -1;
+      if (ctx.opts.direct_io && have % MemoryHasher::kDirectAlign == 0)
+        direct_fd = ::open(tmp.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);  // -1: buffered after all
+      mh.emplace(*ts.hs, direct_fd, fd);
       ts.memory_hasher = &*mh;
     }
     std::atomic<uint64_t> pos{have};
@@ -601,9 +708,16 @@ bool transfer(TransferState& ts, const std::string& url, const fs::path& tmp, ui
       ph->stop();
       ts.prefix_hasher = nullptr;
     }
-    if (mh) {  // hashes what reached the file: hs->hashed == pos afterwards
-      mh->finish();
-      ts.memory_hasher = nullptr;
+    std::string direct_err;
+    const bool written = !mh || mh->finish(&direct_err);  // hashes what reached the file: hs->hashed == pos
+    if (mh) ts.memory_hasher = nullptr;
+    if (!written) {  // the helper's write failed: the file holds the stream only up to there
+      have = mh->written_upto();
+      if (::ftruncate(fd, static_cast<off_t>(have)) != 0) {}
+      hash_ready(0);
+      fr.kind = ErrorKind::io;
+      fr.error = ts.repo_path + ": " + direct_err;
+      break;
     }
     have = pos;
     if (ar.restart) {

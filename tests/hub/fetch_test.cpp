@@ -1,6 +1,14 @@
 // Fetch against the loopback mock hub: one test per injected fault, each asserting the end
 // state: a verified file in the exact huggingface_hub layout, or a loud failure with nothing
 // partial published.
+#include <fcntl.h>
+#include <signal.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
 #include "hub_fixture.h"
 
 using namespace hubtest;
@@ -490,27 +498,33 @@ TEST_F(HubTest, MissingCommitHeaderIsAProtocolError) {
 // The only transfer, >= 16 MiB, one stream: hashed on a helper thread from the write buffers
 // (MemoryHasher in fetch_transfer.cpp). Clean, resumed after resets (the hash carried over),
 // restarted when the resumed GET is answered 200, and downloaded again after corrupt bytes.
-struct LoneLargeStream : HubTest {
+// Each case runs twice: buffered writes, and --direct (O_DIRECT writes by a second helper,
+// the file's tail and unaligned resumes through the buffered descriptor).
+struct LoneLargeStreamBase : HubTest {
   MockFile big = lfs_file("model.safetensors", (24u << 20) + 12345, 11);
   void SetUp() override {
     HubTest::SetUp();
     hub.add_commit(kRepo, kC1, {big});
   }
-  hub::FetchOptions one_stream() const {
+  hub::FetchOptions lone_stream(bool direct) const {
     auto o = opts();
     o.jobs = 1;
     o.range_parts = 1;
+    o.direct_io = direct;
     return o;
   }
 };
+struct LoneLargeStream : LoneLargeStreamBase, ::testing::WithParamInterface<bool> {
+  hub::FetchOptions one_stream() const { return lone_stream(GetParam()); }
+};
 
-TEST_F(LoneLargeStream, IsHashedAndPublished) {
+TEST_P(LoneLargeStream, IsHashedAndPublished) {
   auto r = fetch(one_stream());
   ASSERT_TRUE(r.ok) << r.error;
   expect_published(kC1, big);
 }
 
-TEST_F(LoneLargeStream, ResetsAreResumed) {
+TEST_P(LoneLargeStream, ResetsAreResumed) {
   hub.set_fault(kRepo, big.path, {FaultKind::reset_after, 3u << 20, 0, 500, 2});
   auto r = fetch(one_stream());
   ASSERT_TRUE(r.ok) << r.error;
@@ -518,7 +532,7 @@ TEST_F(LoneLargeStream, ResetsAreResumed) {
   EXPECT_EQ(result_for(r, big.path)->retries, 2);
 }
 
-TEST_F(LoneLargeStream, RangeIgnoredOnResumeRestartsFromZero) {
+TEST_P(LoneLargeStream, RangeIgnoredOnResumeRestartsFromZero) {
   big.ignore_range = true;
   hub.add_commit(kRepo, kC1, {big});
   hub.set_fault(kRepo, big.path, {FaultKind::reset_after, 3u << 20, 0, 500, 1});
@@ -527,9 +541,81 @@ TEST_F(LoneLargeStream, RangeIgnoredOnResumeRestartsFromZero) {
   expect_published(kC1, big);
 }
 
-TEST_F(LoneLargeStream, CorruptBytesAreDownloadedAgain) {
+TEST_P(LoneLargeStream, CorruptBytesAreDownloadedAgain) {
   hub.set_fault(kRepo, big.path, {FaultKind::corrupt, 10u << 20, 0, 500, 1});
   auto r = fetch(one_stream());
   ASSERT_TRUE(r.ok) << r.error;
   expect_published(kC1, big);
+}
+
+TEST_P(LoneLargeStream, AResetAtAnUnalignedOffsetIsResumed) {
+  // The resumed stream starts off a page boundary: direct mode writes it buffered.
+  hub.set_fault(kRepo, big.path, {FaultKind::reset_after, (5u << 20) + 777, 0, 500, 1});
+  auto r = fetch(one_stream());
+  ASSERT_TRUE(r.ok) << r.error;
+  expect_published(kC1, big);
+  EXPECT_EQ(result_for(r, big.path)->retries, 1);
+}
+
+TEST_P(LoneLargeStream, AFailedWriteFailsTheFileAndPublishesNothing) {
+  // The file-size limit makes the write past 4 MiB fail (EFBIG), as a full disk would.
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit lim = old;
+  lim.rlim_cur = 4u << 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &lim), 0);
+  auto r = fetch(one_stream());
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  ::signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(r.ok);
+  const auto* fr = result_for(r, big.path);
+  ASSERT_NE(fr, nullptr);
+  EXPECT_NE(fr->error.find("write failed"), std::string::npos) << fr->error;
+  EXPECT_LT(fr->received, big.content.size());
+  expect_not_published(kC1, big);
+}
+
+TEST_F(LoneLargeStreamBase, DirectWritesLeaveThePageCacheAlone) {
+  auto r = fetch(lone_stream(true));
+  ASSERT_TRUE(r.ok) << r.error;
+  struct statfs sf {};
+  ASSERT_EQ(::statfs(cache().c_str(), &sf), 0);
+  if (sf.f_type == TMPFS_MAGIC) GTEST_SKIP() << "tmpfs: every page of a file is in memory";
+  const auto blob = fs::canonical(repo_dir() / "snapshots" / kC1 / big.path);
+  int fd = ::open(blob.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const size_t len = big.content.size(), page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(m, MAP_FAILED);
+  std::vector<unsigned char> resident((len + page - 1) / page);
+  ASSERT_EQ(::mincore(m, len, resident.data()), 0);
+  ::munmap(m, len);
+  size_t in_cache = 0;
+  for (unsigned char v : resident) in_cache += v & 1;
+  // The 1 MiB slots went around the page cache; what is there came from the unaligned tail
+  // and reads after the download.
+  EXPECT_LT(in_cache, resident.size() / 4) << in_cache << " of " << resident.size() << " pages cached";
+  expect_published(kC1, big);  // reads the file: after the residency count
+}
+
+INSTANTIATE_TEST_SUITE_P(BufferedAndDirect, LoneLargeStream, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "direct" : "buffered"; });
+
+TEST_F(HubTest, DirectModeFetchesSeveralFilesAtOnceAndDurably) {
+  // --direct --fsync --jobs 3: every transfer has its own hashing and writing helpers.
+  std::vector<MockFile> files;
+  for (int i = 0; i < 3; ++i)
+    files.push_back(lfs_file("model-0000" + std::to_string(i + 1) + "-of-00003.safetensors", (3u << 20) + 1000 * i, 20 + i));
+  hub.add_commit(kRepo, kC1, files);
+  hub.set_fault(kRepo, files[1].path, {FaultKind::reset_after, (1u << 20) + 4096, 0, 500, 1});
+  auto o = opts();
+  o.jobs = 3;
+  o.direct_io = true;
+  o.durable = true;
+  auto r = fetch(o);
+  ASSERT_TRUE(r.ok) << r.error;
+  for (const auto& f : files) expect_published(kC1, f);
+  EXPECT_EQ(result_for(r, files[1].path)->retries, 1);
 }

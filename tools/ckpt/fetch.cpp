@@ -213,6 +213,10 @@ int run_fetch(int argc, char** argv) {
   app.add_option("--range-parts", o.range_parts, "parallel ranges per large file (1 disables)")->check(CLI::Range(1, 32));
   app.add_option("--range-threshold", range_threshold_mib, "MiB from which a file is fetched in parallel ranges");
   app.add_option("--progress-interval", progress_interval, "seconds between plain progress lines when not on a TTY");
+  bool direct_io = false;
+  app.add_flag("--direct", direct_io,
+               "write each file with O_DIRECT, around the page cache: one stream per file, hashed and "
+               "written by helper threads; leaves a serving process's cached weights in memory");
   bool fsync_blobs = false;
   app.add_flag("--fsync", fsync_blobs,
                "fdatasync each blob before publishing it, so a power loss cannot leave a published blob short "
@@ -262,6 +266,7 @@ int run_fetch(int argc, char** argv) {
   o.cache_dir = cache_dir;
   o.local_dir = local_dir;
   o.durable = fsync_blobs;
+  o.direct_io = direct_io;
   o.cancel = &g_cancel;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
