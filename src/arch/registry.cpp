@@ -770,6 +770,20 @@ Plan expected_tensors(const ConfigView& view, const quant::QuantScheme* scheme, 
   // decoder layers (and deepseek-style MTP layers that are decoder layers)
   const int64_t mtp_decoder = t->mtp == detail::MtpKind::DecoderLayers && opts.include_mtp ? n_mtp : 0;
   if (mtp_decoder > 0) mtp_group = next_group++;
+  {
+    // Room for every layer's entries at once (an upper bound: conditions drop some), so a
+    // 90k-entry plan is not grown by doubling, copying its entries each time. Untouched
+    // capacity costs address space only; the cap keeps a hostile config from reserving more.
+    uint64_t per_layer = 0, per_expert = 0;
+    for (const auto& r : c->rules) {
+      const Scope sc = r.rule->scope;
+      if (sc == Scope::Expert) ++per_expert;
+      else if (sc == Scope::Layer || sc == Scope::MtpLayer) ++per_layer;
+    }
+    const uint64_t layers = static_cast<uint64_t>(std::max<int64_t>(0, std::min<int64_t>(L, kMaxLayers) + mtp_decoder));
+    const uint64_t bound = out.size() + layers * (per_layer + per_expert * static_cast<uint64_t>(E));
+    out.reserve(static_cast<size_t>(std::min<uint64_t>(bound, 2'000'000)));
+  }
   for (int64_t i = 0; i < L + mtp_decoder; ++i) {
     bool mtp = i >= L;
     set_layer(i, mtp);
